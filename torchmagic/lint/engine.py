@@ -1,0 +1,85 @@
+"""cell source -> Findings: prepare the text, parse once, walk once with every rule."""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+from ..report import Finding
+from .registry import all_rules, selected
+from .scope import Context, Walker
+from .source import prepare
+
+# One finding per problem: on the same line, the more specific rule wins (rules.md).
+PRECEDENCE: dict[str, frozenset[str]] = {
+    "TM102": frozenset({"TM201", "TM202"}),
+    "TM204": frozenset({"TM201", "TM202"}),
+    "TM104": frozenset({"TM402"}),
+    "TM406": frozenset({"TM402"}),
+    "TM107": frozenset({"TM403"}),
+}
+
+
+def check_source(
+    code: str,
+    namespace: dict[str, Any] | None = None,
+    *,
+    path: str | None = None,
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+) -> list[Finding]:
+    """Lint one cell or file. Never raises on bad input: a syntax error gives one TM000."""
+    prep = prepare(code)
+    if not prep.is_python:
+        return []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(prep.python, filename=path or "<cell>")
+    except SyntaxError as e:
+        return [syntax_error(e.msg, e.lineno, e.offset)]
+    except (ValueError, RecursionError, MemoryError) as e:
+        return [syntax_error(f"cannot parse: {type(e).__name__}", None, None)]
+    rules = [r for r in all_rules() if r.is_static and selected(r.id, select, ignore)]
+    ctx = Context(prep.lines, namespace)
+    try:
+        Walker(ctx, rules).run(tree)
+    except RecursionError:
+        return [syntax_error("expression nested too deeply to analyse", None, None)]
+    found = [f for f in ctx.findings if not prep.suppressions.silenced(f.rule, f.line)]
+    return resolve_overlaps(found)
+
+
+def syntax_error(msg: str, line: int | None, col: int | None) -> Finding:
+    return Finding(
+        rule="TM000",
+        name="syntax-error",
+        severity="error",
+        line=line,
+        col=(col - 1) if col else None,
+        message=f"The cell could not be parsed: {msg}.",
+        hint="Fix the syntax error; no other rule ran on this cell.",
+        source="static",
+    )
+
+
+def resolve_overlaps(findings: list[Finding]) -> list[Finding]:
+    """Drop duplicates and findings shadowed by a more specific rule on the same line."""
+    by_line: dict[int | None, set[str]] = {}
+    for f in findings:
+        by_line.setdefault(f.line, set()).add(f.rule)
+    out: list[Finding] = []
+    seen: set[tuple[str, int | None, int | None]] = set()
+    for f in findings:
+        key = (f.rule, f.line, f.col)
+        if key in seen:
+            continue
+        seen.add(key)
+        here = by_line[f.line]
+        if any(f.rule in PRECEDENCE.get(other, ()) for other in here):
+            continue
+        out.append(f)
+    out.sort(key=lambda f: (f.line or 0, f.col or 0, f.rule))
+    return out

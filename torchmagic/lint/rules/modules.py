@@ -1,0 +1,398 @@
+"""TM1xx — model definitions: what belongs inside an `nn.Module` and what does not."""
+
+from __future__ import annotations
+
+import ast
+
+from ..registry import rule
+from ..scope import (
+    DTYPE,
+    MODULE,
+    PARAMETER,
+    TENSOR,
+    TENSOR_KINDS,
+    Context,
+    grad_context,
+    has_kwargs_splat,
+    keyword,
+)
+
+FACTORIES = frozenset(
+    {
+        "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
+        "eye", "linspace", "logspace", "tensor", "as_tensor", "randperm", "normal",
+    }
+)
+
+
+def _unparse(node: ast.AST, limit: int = 60) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _call_label(call: ast.Call) -> str:
+    return f"{_unparse(call.func)}(...)"
+
+
+@rule("TM101", "tensor-created-in-forward", "warning", calls=FACTORIES)
+def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags tensor factories (`torch.zeros`, `torch.ones`, `torch.arange`, `torch.tensor`, ...)
+    called without `device=` inside `forward` or a method that `forward` calls.
+
+    ## Why is this bad?
+    The tensor is built on the CPU on every call. Once the model moves to a GPU, `forward`
+    mixes devices and fails, or silently copies every step.
+
+    ## Example
+    ```python
+    def forward(self, x):
+        mask = torch.ones(x.shape[0], 10)
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x):
+        mask = x.new_ones(x.shape[0], 10)  # or torch.ones(..., device=x.device)
+    # constant tensors: self.register_buffer("mask", torch.ones(10)) in __init__
+    ```
+    """
+    if not ctx.in_forward:
+        return
+    q = ctx.qualname(call.func)
+    if q is None or not q.startswith("torch.") or q.count(".") != 1:
+        return
+    if keyword(call, "device") is not None or has_kwargs_splat(call):
+        return
+    name = q.split(".", 1)[1]
+    ctx.flag(
+        call,
+        f"`{_call_label(call)}` in `{ctx.method}` builds a new CPU tensor on every forward call.",
+        f"Build it on the input's device: `torch.{name}(..., device=x.device)`, `x.new_{name}(...)`"
+        f" or `torch.{name}_like(x)`; for a constant, `self.register_buffer(...)` in `__init__`.",
+    )
+
+
+_DEVICE_STRINGS = ("cuda", "cpu", "mps", "xpu", "meta")
+
+
+def _is_device_literal(ctx: Context, arg: ast.AST) -> bool:
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value.split(":", 1)[0] in _DEVICE_STRINGS
+    if isinstance(arg, ast.Call) and ctx.qualname(arg.func) == "torch.device":
+        return True
+    return False
+
+
+def _is_global_device(ctx: Context, arg: ast.AST) -> bool:
+    """A module-level name (not a local, not a parameter) used as the target device."""
+    if isinstance(arg, ast.Name):
+        if arg.id in ctx.frame.names:
+            return False
+        kind = ctx.lookup(arg.id)
+        return kind not in TENSOR_KINDS and kind != DTYPE and kind != MODULE
+    if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self":
+        # `self.device` fixed at construction time is still the model choosing its device.
+        return "device" in arg.attr.lower()
+    return False
+
+
+def _device_target(ctx: Context, call: ast.Call) -> ast.AST | None:
+    dev = keyword(call, "device")
+    if dev is not None:
+        return dev
+    if call.args:
+        return call.args[0]
+    return None
+
+
+@rule("TM102", "device-move-inside-module", "warning", calls={"cuda", "cpu", "to"})
+def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `.cuda()`, `.cpu()` and `.to(<device literal or global device>)` on `self`, a
+    parameter, a submodule or an input inside an `nn.Module` method.
+
+    ## Why is this bad?
+    The model decides its own device, so `model.to(device)` by the caller no longer controls
+    where it runs: it breaks on machines without that device and fights multi-GPU wrappers.
+
+    ## Example
+    ```python
+    def forward(self, x):
+        x = x.cuda()
+    ```
+
+    ## Use instead
+    ```python
+    model = Net().to(device)   # the caller moves model and inputs once
+    # inside the module, follow the input: t.to(x.device)
+    ```
+    """
+    if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
+        return
+    method = call.func.attr
+    if method == "to":
+        target = _device_target(ctx, call)
+        if target is None or not (_is_device_literal(ctx, target) or _is_global_device(ctx, target)):
+            return
+        label = f".to({_unparse(target, 30)})"
+    else:
+        label = f".{method}()"
+    ctx.flag(
+        call,
+        f"`{_unparse(call.func.value, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
+        "Let the caller move the model once (`model.to(device)`) and follow the input inside"
+        " the module: `.to(x.device)`.",
+    )
+
+
+@rule("TM103", "mode-switch-inside-module", "warning", calls={"train", "eval"})
+def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `self.train()`, `self.eval()` and `.train()`/`.eval()` on a submodule inside an
+    `nn.Module` method.
+
+    ## Why is this bad?
+    Training and evaluation mode are the caller's decision; a module that flips its own mode
+    silently overrides `model.eval()` before validation (or `model.train()` after it).
+
+    ## Example
+    ```python
+    def forward(self, x):
+        self.eval()
+    ```
+
+    ## Use instead
+    ```python
+    model.eval()        # by the caller, before validation
+    model.train()       # and back before training
+    ```
+    """
+    if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
+        return
+    if ctx.method in ("train", "eval"):
+        return  # overriding train()/eval() (e.g. to freeze BatchNorm) is the sanctioned place
+    recv = call.func.value
+    is_self = isinstance(recv, ast.Name) and recv.id == "self"
+    is_sub = isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self"
+    if not (is_self or is_sub):
+        return
+    ctx.flag(
+        call,
+        f"`{_unparse(call.func)}()` inside `{ctx.cls.name}.{ctx.method}` switches the mode the caller set.",  # type: ignore[union-attr]
+        "Remove it and let the caller call `model.train()` / `model.eval()`.",
+    )
+
+
+@rule("TM104", "no-grad-inside-module", "warning", nodes=(ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef), calls={"set_grad_enabled"})
+def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `with torch.no_grad()`, `@torch.no_grad()`, `torch.set_grad_enabled(False)` and
+    `torch.inference_mode` inside an `nn.Module` method.
+
+    ## Why is this bad?
+    The module silently cuts the graph: a caller who wants to backpropagate through it (fine
+    tuning, adversarial inputs, a bigger model) gets no gradient and no error.
+
+    ## Example
+    ```python
+    def forward(self, x):
+        with torch.no_grad():
+            return self.fc(x)
+    ```
+
+    ## Use instead
+    ```python
+    with torch.inference_mode():   # the caller decides
+        y = model(x)
+    ```
+    """
+    hint = "Remove it from the module; the caller wraps inference in `torch.inference_mode()` (or `no_grad`)."
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        parent = ctx.parent
+        if not isinstance(parent, ast.ClassDef):
+            return
+        info = ctx.classes.get(parent.name)
+        if info is None or info.kind != MODULE:
+            return
+        for d in node.decorator_list:
+            mode = grad_context(ctx, d)
+            if mode in ("no_grad", "inference_mode"):
+                ctx.flag(d, f"`@{_unparse(d)}` on `{parent.name}.{node.name}` disables gradients inside the module.", hint)
+        return
+    if not ctx.in_module_method:
+        return
+    if isinstance(node, ast.Call):
+        if grad_context(ctx, node) == "no_grad" and not isinstance(ctx.parent, ast.withitem):
+            ctx.flag(node, f"`{_unparse(node)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.", hint)  # type: ignore[union-attr]
+        return
+    for item in node.items:  # type: ignore[attr-defined]
+        if grad_context(ctx, item.context_expr) in ("no_grad", "inference_mode"):
+            ctx.flag(node, f"`with {_unparse(item.context_expr)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.", hint)  # type: ignore[union-attr]
+
+
+def _self_attr_target(node: ast.Assign | ast.AnnAssign) -> ast.Attribute | None:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for t in targets:
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+            return t
+    return None
+
+
+def _holds_modules(ctx: Context, value: ast.AST) -> bool:
+    """A list/tuple/dict display or comprehension whose items are modules or Parameters."""
+    if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        items = [e.value if isinstance(e, ast.Starred) else e for e in value.elts]
+    elif isinstance(value, ast.Dict):
+        items = [v for v in value.values if v is not None]
+    elif isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+        items = [value.elt]
+    elif isinstance(value, ast.DictComp):
+        items = [value.value]
+    elif isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Mult)):
+        return _holds_modules(ctx, value.left) or _holds_modules(ctx, value.right)
+    else:
+        return False
+    return any(ctx.kind(i) in (MODULE, PARAMETER) or _holds_modules(ctx, i) for i in items)
+
+
+@rule("TM105", "unregistered-submodules", "error", evidence="static + live", nodes=(ast.Assign, ast.AnnAssign), calls={"append", "extend", "insert"})
+def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags a plain `list`/`tuple`/`dict` of modules or `nn.Parameter`s stored on `self` in a
+    module's `__init__` (also when filled with `.append`). Live: any module instance in the
+    kernel whose attribute holds such a container, e.g. one returned by a helper function.
+
+    ## Why is this bad?
+    PyTorch does not see inside plain containers: those layers are missing from
+    `.parameters()` (the optimizer never trains them), `.to(device)`, `state_dict()` and
+    `.train()/.eval()`.
+
+    ## Example
+    ```python
+    self.layers = [nn.Linear(64, 64) for _ in range(4)]
+    ```
+
+    ## Use instead
+    ```python
+    self.layers = nn.ModuleList(nn.Linear(64, 64) for _ in range(4))
+    # dicts: nn.ModuleDict; parameters: nn.ParameterList / nn.ParameterDict
+    ```
+    """
+    if not ctx.in_module_method or ctx.method != "__init__":
+        return
+    if isinstance(node, ast.Call):
+        # self.layers = [] ... self.layers.append(nn.Linear(...))
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute)):
+            return
+        owner = f.value
+        if not (isinstance(owner.value, ast.Name) and owner.value.id == "self"):
+            return
+        if ctx.cls is None or ctx.cls.attrs.get(owner.attr) not in ("list", "dict"):
+            return
+        args = node.args[-1:] if f.attr == "insert" else node.args[:1]
+        if not any(ctx.kind(a) in (MODULE, PARAMETER) or _holds_modules(ctx, a) for a in args):
+            return
+        if owner.attr in ctx.cls.flagged:  # one finding per attribute
+            return
+        ctx.cls.flagged.add(owner.attr)
+        container = "dict" if ctx.cls.attrs.get(owner.attr) == "dict" else "list"
+        _flag_container(ctx, node, owner.attr, container)
+        return
+    value = node.value  # type: ignore[attr-defined]
+    target = _self_attr_target(node)  # type: ignore[arg-type]
+    if target is None or value is None or not _holds_modules(ctx, value):
+        return
+    container = "dict" if isinstance(value, (ast.Dict, ast.DictComp)) else "tuple" if isinstance(value, ast.Tuple) else "list"
+    _flag_container(ctx, node, target.attr, container)
+
+
+def _flag_container(ctx: Context, node: ast.AST, attr: str, container: str) -> None:
+    fix = "nn.ModuleDict" if container == "dict" else "nn.ModuleList"
+    ctx.flag(
+        node,
+        f"`self.{attr}` is a plain {container} of modules: its layers are invisible to `.parameters()`, `.to()` and `state_dict()`.",
+        f"Wrap it: `self.{attr} = {fix}(...)` (`nn.ParameterList`/`nn.ParameterDict` for parameters).",
+    )
+
+
+@rule("TM106", "tensor-attribute-not-buffer", "warning", evidence="static + live", nodes=(ast.Assign, ast.AnnAssign))
+def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags a plain tensor (not an `nn.Parameter`) assigned to `self.<attr>` in a module's
+    `__init__`. Live: a module instance holding a plain tensor attribute.
+
+    ## Why is this bad?
+    Plain tensor attributes do not follow `model.to(device)` / `.half()` and are missing from
+    `state_dict()`: the model breaks on the GPU and the tensor is lost on save/load.
+
+    ## Example
+    ```python
+    self.scale = torch.ones(16)
+    ```
+
+    ## Use instead
+    ```python
+    self.register_buffer("scale", torch.ones(16))   # persistent=False to keep it out of state_dict
+    ```
+    """
+    if not ctx.in_module_method or ctx.method != "__init__" or node.value is None:
+        return
+    target = _self_attr_target(node)
+    if target is None or ctx.kind(node.value) != TENSOR:
+        return
+    ctx.flag(
+        node,
+        f"`self.{target.attr}` holds a plain tensor: it will not follow `model.to(device)` and is missing from `state_dict()`.",
+        f'`self.register_buffer("{target.attr}", {_unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.',
+    )
+
+
+@rule("TM107", "detach-in-forward", "info", calls={"detach"}, attrs={"data"})
+def detach_in_forward(node: ast.AST, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `.detach()` and `.data` on intermediates inside `forward`.
+
+    ## Why is this bad?
+    Gradients stop flowing at that point: every layer before it stops learning, with no error.
+
+    ## Example
+    ```python
+    def forward(self, x):
+        h = self.encoder(x).detach()
+        return self.head(h)
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x):
+        h = self.encoder(x)        # keep the graph, unless a stop-gradient is intended
+        return self.head(h)
+    ```
+    """
+    if not ctx.in_forward or ctx.grad_mode is not None:
+        return
+    if isinstance(node, ast.Call):
+        expr, what = node.func.value, ".detach()"  # type: ignore[attr-defined]
+    else:
+        if isinstance(ctx.parent, ast.Call) and ctx.parent.func is node:
+            return  # `x.data(...)` is a method, not the tensor attribute
+        if isinstance(getattr(node, "ctx", None), ast.Store):
+            return
+        expr, what = node.value, ".data"  # type: ignore[attr-defined]
+        if ctx.kind(expr) not in TENSOR_KINDS:
+            return
+    ctx.flag(
+        node,
+        f"`{_unparse(expr, 40)}{what}` in `forward` stops gradients from reaching earlier layers.",
+        "Remove it unless a stop-gradient is intended (then say so with a comment and"
+        " `# torchcheck: ignore[TM107]`).",
+    )

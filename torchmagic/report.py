@@ -1,0 +1,188 @@
+"""The one data model: findings and records that join in a `Report`.
+
+Renderers (HTML, widget, rich, the sidebar comm) and the CLI read these; nothing here knows
+how it is shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning", "info"]
+Evidence = Literal["static", "live", "runtime"]
+
+SEVERITY_ORDER: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: a rule that fired at a cell line or on a live object."""
+
+    rule: str
+    name: str
+    severity: Severity
+    line: int | None
+    col: int | None
+    message: str
+    hint: str
+    object: str | None = None
+    source: Evidence = "static"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SyncRecord:
+    """CPU-GPU synchronisations observed at one cell line."""
+
+    line: int
+    count: int
+    seconds: float
+    ops: dict[str, int] = field(default_factory=dict)
+    code: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "count": self.count,
+            "seconds": self.seconds,
+            "ops": dict(self.ops),
+            "code": self.code,
+        }
+
+
+@dataclass
+class TensorRecord:
+    """Metadata of one live tensor; never its values."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    device: str
+    nbytes: int
+    requires_grad: bool
+    grad_fn: str | None
+    is_view: bool
+    changed: bool
+    strides: list[int] | None = None
+    contiguous: bool | None = None
+    kind: str = "tensor"
+    storage_key: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ModuleRecord:
+    """Summary of one live `nn.Module` in the namespace."""
+
+    name: str
+    type: str
+    params: int
+    trainable: int
+    devices: list[str]
+    dtypes: list[str]
+    training: bool
+    nbytes: int
+    changed: bool = False
+    submodules: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ShapeRecord:
+    """Forward calls of one submodule during the cell, in first-call order."""
+
+    module: str
+    type: str
+    calls: int
+    inputs: list[list[int]]
+    outputs: list[list[int]]
+    device: str | None
+    dtype: str | None = None
+    depth: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class MemoryRecord:
+    device: str = "cpu"
+    allocated_before: int | None = None
+    allocated_after: int | None = None
+    peak: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Report:
+    """Everything torchmagic learnt about one checked cell."""
+
+    cell_id: str | None = None
+    execution_count: int | None = None
+    elapsed_s: float = 0.0
+    sync_s: float = 0.0
+    findings: list[Finding] = field(default_factory=list)
+    syncs: list[SyncRecord] = field(default_factory=list)
+    tensors: list[TensorRecord] = field(default_factory=list)
+    modules: list[ModuleRecord] = field(default_factory=list)
+    shape_trace: list[ShapeRecord] = field(default_factory=list)
+    memory: MemoryRecord = field(default_factory=MemoryRecord)
+    errors: list[str] = field(default_factory=list)
+    check_s: float = 0.0
+
+    def sorted_findings(self) -> list[Finding]:
+        return sorted(
+            self.findings,
+            key=lambda f: (
+                f.line if f.line is not None else 10**9,
+                SEVERITY_ORDER.get(f.severity, 3),
+                f.rule,
+            ),
+        )
+
+    def counts(self) -> dict[str, int]:
+        out = {"error": 0, "warning": 0, "info": 0}
+        for f in self.findings:
+            out[f.severity] = out.get(f.severity, 0) + 1
+        return out
+
+    def sync_count(self) -> int:
+        return sum(s.count for s in self.syncs)
+
+    def memory_by_device(self) -> dict[str, int]:
+        """Bytes of live tensors per device, each storage counted once."""
+        totals: dict[str, int] = {}
+        seen: set[str] = set()
+        for t in self.tensors:
+            if t.storage_key is not None:
+                if t.storage_key in seen:
+                    continue
+                seen.add(t.storage_key)
+            totals[t.device] = totals.get(t.device, 0) + t.nbytes
+        return totals
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cell_id": self.cell_id,
+            "execution_count": self.execution_count,
+            "elapsed_s": self.elapsed_s,
+            "sync_s": self.sync_s,
+            "check_s": self.check_s,
+            "findings": [f.to_dict() for f in self.sorted_findings()],
+            "syncs": [s.to_dict() for s in self.syncs],
+            "tensors": [t.to_dict() for t in self.tensors],
+            "modules": [m.to_dict() for m in self.modules],
+            "shape_trace": [s.to_dict() for s in self.shape_trace],
+            "memory": self.memory.to_dict(),
+            "memory_by_device": self.memory_by_device(),
+            "errors": list(self.errors),
+        }
