@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..report import Finding
 from .scope import Context
 
 
@@ -114,3 +115,31 @@ def selected(rule_id: str, select: Iterable[str] | None, ignore: Iterable[str] |
         if any(rule_id.startswith(s.strip().upper()) for s in ignore if s.strip()):
             return False
     return True
+
+
+def make_finding(
+    rule_id: str,
+    message: str,
+    hint: str,
+    *,
+    line: int | None = None,
+    col: int | None = None,
+    object: str | None = None,
+    source: str = "live",
+    severity: str | None = None,
+) -> Finding:
+    """A Finding for a live or runtime rule, named and graded from the registry."""
+    r = get_rule(rule_id)
+    if r is None:
+        raise KeyError(f"unknown rule {rule_id}")
+    return Finding(
+        rule=r.id,
+        name=r.name,
+        severity=severity or r.severity,  # type: ignore[arg-type]
+        line=line,
+        col=col,
+        message=message,
+        hint=hint,
+        object=object,
+        source=source,  # type: ignore[arg-type]
+    )

@@ -58,16 +58,42 @@ DEFAULT_IMPORTS = {
 # torch.<fn>(...) results that are not tensors.
 _TORCH_NON_TENSOR = frozenset(
     {
-        "device", "load", "save", "no_grad", "enable_grad", "inference_mode",
-        "set_grad_enabled", "manual_seed", "seed", "is_tensor", "is_floating_point",
-        "is_complex", "numel", "compile", "get_default_dtype", "set_default_dtype",
-        "set_default_device", "is_grad_enabled", "finfo", "iinfo", "Size", "Generator",
-        "dtype", "use_deterministic_algorithms", "set_num_threads", "get_num_threads",
-        "set_printoptions", "autocast", "is_inference_mode_enabled", "equal",
+        "device",
+        "load",
+        "save",
+        "no_grad",
+        "enable_grad",
+        "inference_mode",
+        "set_grad_enabled",
+        "manual_seed",
+        "seed",
+        "is_tensor",
+        "is_floating_point",
+        "is_complex",
+        "numel",
+        "compile",
+        "get_default_dtype",
+        "set_default_dtype",
+        "set_default_device",
+        "is_grad_enabled",
+        "finfo",
+        "iinfo",
+        "Size",
+        "Generator",
+        "dtype",
+        "use_deterministic_algorithms",
+        "set_num_threads",
+        "get_num_threads",
+        "set_printoptions",
+        "autocast",
+        "is_inference_mode_enabled",
+        "equal",
     }
 )
 _NUMBER_FUNCS = frozenset({"len", "int", "float", "round", "abs", "sum", "min", "max", "bool"})
-_TENSOR_TO_NUMBER = frozenset({"item", "dim", "ndimension", "numel", "element_size", "nelement", "get_device", "data_ptr", "stride"})
+_TENSOR_TO_NUMBER = frozenset(
+    {"item", "dim", "ndimension", "numel", "element_size", "nelement", "get_device", "data_ptr", "stride"}
+)
 _TENSOR_NON_TENSOR = {
     "tolist": LIST,
     "numpy": NDARRAY,
@@ -81,9 +107,30 @@ _TENSOR_NON_TENSOR = {
     "requires_grad_": TENSOR,
 }
 _MODULE_SELF_METHODS = frozenset(
-    {"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "bfloat16", "requires_grad_", "apply", "type", "share_memory", "to_empty"}
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "train",
+        "eval",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "requires_grad_",
+        "apply",
+        "type",
+        "share_memory",
+        "to_empty",
+    }
 )
-_MODULE_METHOD_KINDS = {"state_dict": STATE_DICT, "parameters": None, "named_parameters": None, "children": None, "modules": None}
+_MODULE_METHOD_KINDS = {
+    "state_dict": STATE_DICT,
+    "parameters": None,
+    "named_parameters": None,
+    "children": None,
+    "modules": None,
+}
 
 
 @dataclass
@@ -175,7 +222,7 @@ class Context:
 
     @property
     def grad_mode(self) -> str | None:
-        """"no_grad" or "inference_mode" when the current code runs with grad disabled."""
+        """ "no_grad" or "inference_mode" when the current code runs with grad disabled."""
         g = self.frame.grad
         return g[-1] if g and g[-1] != "enable_grad" else None
 
@@ -342,7 +389,11 @@ class Context:
         q = self.qualname(node)
         if q is not None and q.startswith("torch.") and q.count(".") >= 1:
             tail = q.rsplit(".", 1)[1]
-            if q.startswith("torch.float") or q.startswith("torch.int") or tail in ("bfloat16", "half", "bool", "long", "double"):
+            if (
+                q.startswith("torch.float")
+                or q.startswith("torch.int")
+                or tail in ("bfloat16", "half", "bool", "long", "double")
+            ):
                 return DTYPE
         base = self.kind(value)
         if base in TENSOR_KINDS:
@@ -478,7 +529,9 @@ def classify_class(cls: type) -> str | None:
             return MODULE
         if issubclass(cls, torch.optim.Optimizer):
             return OPTIMIZER
-        sched = getattr(torch.optim.lr_scheduler, "LRScheduler", None) or torch.optim.lr_scheduler._LRScheduler
+        sched = (
+            getattr(torch.optim.lr_scheduler, "LRScheduler", None) or torch.optim.lr_scheduler._LRScheduler
+        )
         if issubclass(cls, (sched, torch.optim.lr_scheduler.ReduceLROnPlateau)):
             return SCHEDULER
         data = torch.utils.data
@@ -532,7 +585,7 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def grad_context(ctx: Context, expr: ast.AST) -> str | None:
-    """"no_grad"/"inference_mode"/"enable_grad" for `torch.no_grad()`-like expressions."""
+    """ "no_grad"/"inference_mode"/"enable_grad" for `torch.no_grad()`-like expressions."""
     call = expr
     if isinstance(expr, ast.Call):
         call = expr.func
@@ -634,7 +687,11 @@ class Walker:
             self._visit_with(node)  # type: ignore[arg-type]
             return
         if t is ast.Lambda:
-            self._visit_in_frame(node, Frame(node, cls=ctx.frame.cls, method=ctx.frame.method, in_forward=ctx.frame.in_forward), [node.body])  # type: ignore[attr-defined]
+            self._visit_in_frame(
+                node,
+                Frame(node, cls=ctx.frame.cls, method=ctx.frame.method, in_forward=ctx.frame.in_forward),
+                [node.body],
+            )  # type: ignore[attr-defined]
             return
         ctx.stack.append(node)
         for child in ast.iter_child_nodes(node):
@@ -649,7 +706,9 @@ class Walker:
         for loop in self.ctx.frame.loops:
             loop.calls.append(node)
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        name = (
+            func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        )
         if name is not None:
             rules = self.by_call.get(name)
             if rules:
@@ -674,12 +733,17 @@ class Walker:
         ctx = self.ctx
         outer = ctx.frame
         parent = ctx.parent
-        self._visit_children(node, [*node.decorator_list, *node.args.defaults, *[d for d in node.args.kw_defaults if d is not None]])
+        self._visit_children(
+            node,
+            [*node.decorator_list, *node.args.defaults, *[d for d in node.args.kw_defaults if d is not None]],
+        )
         cls_info = None
         if isinstance(parent, ast.ClassDef):
             cls_info = ctx.classes.get(parent.name)
             method = node.name
-            in_forward = cls_info is not None and (node.name == "forward" or node.name in cls_info.forward_helpers)
+            in_forward = cls_info is not None and (
+                node.name == "forward" or node.name in cls_info.forward_helpers
+            )
         else:
             cls_info, method, in_forward = outer.cls, outer.method, outer.in_forward
         frame = Frame(node, cls=cls_info, method=method, in_forward=in_forward)
@@ -802,7 +866,9 @@ class Walker:
     def _visit_with(self, node: ast.With | ast.AsyncWith) -> None:
         ctx = self.ctx
         modes = [g for item in node.items if (g := grad_context(ctx, item.context_expr))]
-        self._visit_children(node, [c for item in node.items for c in (item.context_expr, item.optional_vars) if c is not None])
+        self._visit_children(
+            node, [c for item in node.items for c in (item.context_expr, item.optional_vars) if c is not None]
+        )
         ctx.frame.grad.extend(modes)
         try:
             self._visit_children(node, node.body)
@@ -834,7 +900,11 @@ class Walker:
         if isinstance(target, ast.Name):
             ctx.bind(target.id, kind)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) else None
+            values = (
+                value.elts
+                if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+                else None
+            )
             for i, elt in enumerate(target.elts):
                 if values is not None:
                     self._bind_target(elt, ctx.kind(values[i]), values[i])

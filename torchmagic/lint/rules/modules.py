@@ -19,8 +19,21 @@ from ..scope import (
 
 FACTORIES = frozenset(
     {
-        "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
-        "eye", "linspace", "logspace", "tensor", "as_tensor", "randperm", "normal",
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "arange",
+        "eye",
+        "linspace",
+        "logspace",
+        "tensor",
+        "as_tensor",
+        "randperm",
+        "normal",
     }
 )
 
@@ -187,7 +200,13 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     )
 
 
-@rule("TM104", "no-grad-inside-module", "warning", nodes=(ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef), calls={"set_grad_enabled"})
+@rule(
+    "TM104",
+    "no-grad-inside-module",
+    "warning",
+    nodes=(ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef),
+    calls={"set_grad_enabled"},
+)
 def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
     """
     ## What it does
@@ -222,17 +241,29 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
         for d in node.decorator_list:
             mode = grad_context(ctx, d)
             if mode in ("no_grad", "inference_mode"):
-                ctx.flag(d, f"`@{_unparse(d)}` on `{parent.name}.{node.name}` disables gradients inside the module.", hint)
+                ctx.flag(
+                    d,
+                    f"`@{_unparse(d)}` on `{parent.name}.{node.name}` disables gradients inside the module.",
+                    hint,
+                )
         return
     if not ctx.in_module_method:
         return
     if isinstance(node, ast.Call):
         if grad_context(ctx, node) == "no_grad" and not isinstance(ctx.parent, ast.withitem):
-            ctx.flag(node, f"`{_unparse(node)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.", hint)  # type: ignore[union-attr]
+            ctx.flag(
+                node,
+                f"`{_unparse(node)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.",
+                hint,
+            )  # type: ignore[union-attr]
         return
     for item in node.items:  # type: ignore[attr-defined]
         if grad_context(ctx, item.context_expr) in ("no_grad", "inference_mode"):
-            ctx.flag(node, f"`with {_unparse(item.context_expr)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.", hint)  # type: ignore[union-attr]
+            ctx.flag(
+                node,
+                f"`with {_unparse(item.context_expr)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.",
+                hint,
+            )  # type: ignore[union-attr]
 
 
 def _self_attr_target(node: ast.Assign | ast.AnnAssign) -> ast.Attribute | None:
@@ -260,7 +291,14 @@ def _holds_modules(ctx: Context, value: ast.AST) -> bool:
     return any(ctx.kind(i) in (MODULE, PARAMETER) or _holds_modules(ctx, i) for i in items)
 
 
-@rule("TM105", "unregistered-submodules", "error", evidence="static + live", nodes=(ast.Assign, ast.AnnAssign), calls={"append", "extend", "insert"})
+@rule(
+    "TM105",
+    "unregistered-submodules",
+    "error",
+    evidence="static + live",
+    nodes=(ast.Assign, ast.AnnAssign),
+    calls={"append", "extend", "insert"},
+)
 def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
     """
     ## What it does
@@ -309,7 +347,13 @@ def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
     target = _self_attr_target(node)  # type: ignore[arg-type]
     if target is None or value is None or not _holds_modules(ctx, value):
         return
-    container = "dict" if isinstance(value, (ast.Dict, ast.DictComp)) else "tuple" if isinstance(value, ast.Tuple) else "list"
+    container = (
+        "dict"
+        if isinstance(value, (ast.Dict, ast.DictComp))
+        else "tuple"
+        if isinstance(value, ast.Tuple)
+        else "list"
+    )
     _flag_container(ctx, node, target.attr, container)
 
 
@@ -322,7 +366,13 @@ def _flag_container(ctx: Context, node: ast.AST, attr: str, container: str) -> N
     )
 
 
-@rule("TM106", "tensor-attribute-not-buffer", "warning", evidence="static + live", nodes=(ast.Assign, ast.AnnAssign))
+@rule(
+    "TM106",
+    "tensor-attribute-not-buffer",
+    "warning",
+    evidence="static + live",
+    nodes=(ast.Assign, ast.AnnAssign),
+)
 def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) -> None:
     """
     ## What it does
