@@ -820,7 +820,6 @@ class Walker:
         return None
 
     def _visit_for(self, node: ast.For | ast.AsyncFor) -> None:
-        ctx = self.ctx
         self._visit_children(node, [node.iter])
         self._bind_target(node.target, self._iter_item_kind(node.iter))
         self._visit_children(node, [node.target])
