@@ -138,6 +138,7 @@ class Report:
     memory: MemoryRecord = field(default_factory=MemoryRecord)
     errors: list[str] = field(default_factory=list)
     check_s: float = 0.0
+    finished: float = 0.0  # wall-clock time the report was completed (for "most recent")
 
     def sorted_findings(self) -> list[Finding]:
         return sorted(
