@@ -1,0 +1,1 @@
+"""Renderers of a Report: HTML, widget, terminal (rich), and the sidebar comm."""
