@@ -151,10 +151,25 @@ class HTMLReport:
     def __init__(self, report: Report) -> None:
         self.report = report
 
-    def _repr_html_(self) -> str:
-        return render_html(self.report)
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return mimebundle(self.report)
 
     def __repr__(self) -> str:
         from .terminal import render_text
 
         return render_text(self.report)
+
+
+REPORT_MIMETYPE = "application/vnd.torchmagic.report+json"
+
+
+def mimebundle(report: Report) -> dict[str, Any]:
+    """HTML for notebooks, text for terminals and logs, and the report itself as JSON so that
+    tools reading an executed notebook (`python -m torchmagic.notebook_run`) get the data."""
+    from .terminal import render_text
+
+    return {
+        "text/plain": render_text(report),
+        "text/html": render_html(report),
+        REPORT_MIMETYPE: report.to_dict(),
+    }
