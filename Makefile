@@ -13,14 +13,17 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-venv: $(VENV)/bin/python
+$(VENV)/.torch: $(VENV)/bin/python
 	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH_SPEC)"
+	@touch $@
 
-$(VENV)/.installed-demo: venv pyproject.toml
+venv: $(VENV)/.torch
+
+$(VENV)/.installed-demo: $(VENV)/.torch pyproject.toml
 	$(PIP) install -q ".[test]"
 	@touch $@
 
-$(VENV)/.installed-dev: venv pyproject.toml
+$(VENV)/.installed-dev: $(VENV)/.torch pyproject.toml
 	$(PIP) install -q -e ".[test,browser]"
 	@touch $@
 
