@@ -52,7 +52,9 @@ class Analyzer(Protocol):
 
 def make_collectors(config: Any) -> list[Collector]:
     """The collectors of one loaded extension, in start order (stopped in reverse)."""
-    collectors: list[Collector] = []
+    from .sync import SyncProbe
+
+    collectors: list[Collector] = [SyncProbe(config)]
     return collectors
 
 
