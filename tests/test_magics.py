@@ -214,7 +214,7 @@ def test_internal_error_is_one_warning_line_and_cell_result_kept(shell, monkeypa
     def broken(*args, **kwargs):
         raise RuntimeError("simulated lint failure")
 
-    monkeypatch.setattr(ext, "check_source", broken)
+    monkeypatch.setattr(ext, "lint", broken)
     result, cap = run(shell, "%%torchcheck\n40 + 2\n")
     assert result.result == 42 and result.success
     assert "simulated lint failure" in " ".join(torchmagic.last_report().errors)

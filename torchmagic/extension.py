@@ -22,7 +22,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Bool, Enum, Float, Int, List, Unicode
 from traitlets.config import Configurable
 
-from .lint import check_source
+from .lint.engine import lint
 from .lint.registry import selected
 from .lint.source import prepare
 from .report import Finding, Report
@@ -300,8 +300,9 @@ class TorchMagic:
         report.cell_id = run.cell_id
         report.execution_count = execution_count if execution_count is not None else run.execution_count
         try:
-            static = check_source(run.raw_cell, self.shell.user_ns, select=opts.select, ignore=opts.ignore)
-            report.findings[:0] = [f for f in static if f.rule != "TM000"]
+            result = lint(run.raw_cell, self.shell.user_ns, select=opts.select, ignore=opts.ignore)
+            report.findings[:0] = [f for f in result.findings if f.rule != "TM000"]
+            report.errors.extend(result.errors)
         except Exception as e:
             report.errors.append(f"lint failed: {type(e).__name__}: {e}")
         for a in self.analyzers:

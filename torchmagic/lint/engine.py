@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import warnings
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..report import Finding
@@ -22,6 +23,12 @@ PRECEDENCE: dict[str, frozenset[str]] = {
 }
 
 
+@dataclass
+class LintResult:
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # rules that crashed (a torchmagic bug)
+
+
 def check_source(
     code: str,
     namespace: dict[str, Any] | None = None,
@@ -31,25 +38,37 @@ def check_source(
     ignore: Iterable[str] | None = None,
 ) -> list[Finding]:
     """Lint one cell or file. Never raises on bad input: a syntax error gives one TM000."""
+    return lint(code, namespace, path=path, select=select, ignore=ignore).findings
+
+
+def lint(
+    code: str,
+    namespace: dict[str, Any] | None = None,
+    *,
+    path: str | None = None,
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+) -> LintResult:
+    """`check_source`, also telling which rules failed internally."""
     prep = prepare(code)
     if not prep.is_python:
-        return []
+        return LintResult()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(prep.python, filename=path or "<cell>")
     except SyntaxError as e:
-        return [syntax_error(e.msg, e.lineno, e.offset)]
+        return LintResult([syntax_error(e.msg, e.lineno, e.offset)])
     except (ValueError, RecursionError, MemoryError) as e:
-        return [syntax_error(f"cannot parse: {type(e).__name__}", None, None)]
+        return LintResult([syntax_error(f"cannot parse: {type(e).__name__}", None, None)])
     rules = [r for r in all_rules() if r.is_static and selected(r.id, select, ignore)]
     ctx = Context(prep.lines, namespace)
     try:
         Walker(ctx, rules).run(tree)
     except RecursionError:
-        return [syntax_error("expression nested too deeply to analyse", None, None)]
+        return LintResult([syntax_error("expression nested too deeply to analyse", None, None)])
     found = [f for f in ctx.findings if not prep.suppressions.silenced(f.rule, f.line)]
-    return resolve_overlaps(found)
+    return LintResult(resolve_overlaps(found), ctx.errors)
 
 
 def syntax_error(msg: str, line: int | None, col: int | None) -> Finding:

@@ -180,6 +180,7 @@ class Context:
         self.rule: Rule | None = None
         self.leaving: LoopInfo | None = None
         self._live_kinds: dict[str, str | None] = {}
+        self.errors: list[str] = []
 
     # ---- where we are -------------------------------------------------------------------
     @property
@@ -636,6 +637,11 @@ class Walker:
         ctx.rule = r
         try:
             r.check(node, ctx)
+        except RecursionError:
+            raise
+        except Exception as e:  # one broken rule must not take the others down
+            line = getattr(node, "lineno", None) or getattr(getattr(node, "node", None), "lineno", None)
+            ctx.errors.append(f"rule {r.id} failed at line {line}: {type(e).__name__}: {e}")
         finally:
             ctx.rule = None
 
