@@ -88,11 +88,33 @@ _TORCH_NON_TENSOR = frozenset(
         "autocast",
         "is_inference_mode_enabled",
         "equal",
+        "allclose",
+        "is_nonzero",
+        "is_same_size",
+        "is_storage",
+        "is_autocast_enabled",
+        "are_deterministic_algorithms_enabled",
     }
 )
 _NUMBER_FUNCS = frozenset({"len", "int", "float", "round", "abs", "sum", "min", "max", "bool"})
 _TENSOR_TO_NUMBER = frozenset(
-    {"item", "dim", "ndimension", "numel", "element_size", "nelement", "get_device", "data_ptr", "stride"}
+    {
+        "item",
+        "dim",
+        "ndimension",
+        "numel",
+        "element_size",
+        "nelement",
+        "get_device",
+        "data_ptr",
+        "stride",
+        "equal",
+        "allclose",
+        "is_complex",
+        "is_pinned",
+        "is_shared",
+        "is_set_to",
+    }
 )
 _TENSOR_NON_TENSOR = {
     "tolist": LIST,
@@ -159,6 +181,7 @@ class Frame:
 
     node: ast.AST | None
     names: dict[str, str | None] = field(default_factory=dict)
+    values: dict[str, ast.AST] = field(default_factory=dict)  # the expression a name was last bound to
     loops: list[LoopInfo] = field(default_factory=list)
     grad: list[str] = field(default_factory=list)
     cls: ClassInfo | None = None
@@ -297,8 +320,12 @@ class Context:
                 return _public_torch_path(mod, qn)
         return None
 
-    def bind(self, name: str, kind: str | None) -> None:
+    def bind(self, name: str, kind: str | None, value: ast.AST | None = None) -> None:
         self.frame.names[name] = kind
+        if value is not None:
+            self.frame.values[name] = value
+        else:
+            self.frame.values.pop(name, None)
 
     def lookup(self, name: str) -> str | None:
         for f in (self.frame, self.frames[0]):
@@ -307,6 +334,37 @@ class Context:
         if name in self.imports:
             return None
         return self.live_kind(name)
+
+    def origin(self, node: ast.AST) -> ast.AST | None:
+        """The expression a plain name was last assigned from in this cell (None when unknown)."""
+        if not isinstance(node, ast.Name):
+            return None
+        for f in (self.frame, self.frames[0]):
+            if node.id in f.names:
+                return f.values.get(node.id)
+        return None
+
+    def built_by(self, node: ast.AST) -> str | None:
+        """Qualified name of the call that built `node` (directly or through a name it was
+        assigned from): `nn.CrossEntropyLoss()` -> "torch.nn.CrossEntropyLoss". Live objects
+        answer with their class's public path, read from `type(obj)` only."""
+        seen = 0
+        while isinstance(node, ast.Name) and seen < 8:
+            value = self.origin(node)
+            if value is None:
+                live = self.live_object(node.id)
+                if live is None or isinstance(live, type):
+                    return None
+                t = type(live)
+                mod, qn = t.__dict__.get("__module__"), t.__dict__.get("__qualname__")
+                if isinstance(mod, str) and isinstance(qn, str):
+                    return _public_torch_path(mod, qn)
+                return None
+            node = value
+            seen += 1
+        if isinstance(node, ast.Call):
+            return self.qualname(node.func)
+        return None
 
     def live_object(self, name: str) -> Any:
         """The live object behind a name the source did not bind (None when unknown)."""
@@ -385,6 +443,13 @@ class Context:
     def _attribute_kind(self, node: ast.Attribute) -> str | None:
         attr = node.attr
         value = node.value
+        if attr in ("weight", "bias") and isinstance(value, ast.Attribute):
+            # `model.fc.weight`: a parameter of a submodule of a known module
+            root: ast.AST = value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id != "self" and self.lookup(root.id) == MODULE:
+                return PARAMETER
         if isinstance(value, ast.Name) and value.id == "self" and self.frame.cls is not None:
             return self.frame.cls.attrs.get(attr)
         q = self.qualname(node)
@@ -827,12 +892,32 @@ class Walker:
 
     def _visit_for(self, node: ast.For | ast.AsyncFor) -> None:
         self._visit_children(node, [node.iter])
-        self._bind_target(node.target, self._iter_item_kind(node.iter))
+        self._bind_loop_target(node.target, node.iter)
         self._visit_children(node, [node.target])
         self._visit_loop(node, node.body)
         self._visit_children(node, node.orelse)
 
+    def _bind_loop_target(self, target: ast.AST, it: ast.AST) -> None:
+        """Bind a `for`/comprehension target from what iterating `it` yields."""
+        if isinstance(it, ast.Call) and isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2:
+            name = terminal_name(it.func)
+            if name == "enumerate" and it.args:
+                self._bind_target(target.elts[0], NUMBER)
+                self._bind_loop_target(target.elts[1], it.args[0])
+                return
+            if name in ("named_parameters", "named_buffers"):
+                self._bind_target(target.elts[0], STRING)
+                self._bind_target(target.elts[1], PARAMETER if name == "named_parameters" else TENSOR)
+                return
+        self._bind_target(target, self._iter_item_kind(it))
+
     def _iter_item_kind(self, it: ast.AST) -> str | None:
+        if isinstance(it, ast.Call):
+            name = terminal_name(it.func)
+            if name in ("tqdm", "iter") and it.args:
+                return self._iter_item_kind(it.args[0])
+            if name == "parameters" and isinstance(it.func, ast.Attribute):
+                return PARAMETER
         k = self.ctx.kind(it)
         if k == LOADER:
             return BATCH
@@ -860,7 +945,7 @@ class Walker:
         gens: list[ast.comprehension] = node.generators  # type: ignore[attr-defined]
         self._visit_children(node, [gens[0].iter])
         for g in gens:
-            self._bind_target(g.target, self._iter_item_kind(g.iter))
+            self._bind_loop_target(g.target, g.iter)
         rest: list[ast.AST] = [g.iter for g in gens[1:]] + [c for g in gens for c in g.ifs]
         if isinstance(node, ast.DictComp):
             rest += [node.key, node.value]
@@ -903,7 +988,7 @@ class Walker:
     def _bind_target(self, target: ast.AST, kind: str | None, value: ast.AST | None = None) -> None:
         ctx = self.ctx
         if isinstance(target, ast.Name):
-            ctx.bind(target.id, kind)
+            ctx.bind(target.id, kind, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
             values = (
                 value.elts

@@ -1,0 +1,113 @@
+"""Small AST helpers shared by the rule families (no rules here)."""
+
+from __future__ import annotations
+
+import ast
+
+from ..scope import DEVICE, TENSOR_KINDS, Context
+
+CUDA_PREFIX = "cuda"
+
+
+def unparse(node: ast.AST, limit: int = 60) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def receiver(call: ast.Call) -> ast.AST | None:
+    """`x` in `x.method(...)`; None for plain function calls."""
+    return call.func.value if isinstance(call.func, ast.Attribute) else None
+
+
+def is_cuda_literal(ctx: Context, node: ast.AST | None) -> bool:
+    """`"cuda"`, `"cuda:1"`, `torch.device("cuda")`, `torch.device("cuda", 0)`."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.split(":", 1)[0] == CUDA_PREFIX
+    if isinstance(node, ast.Call) and node.args and ctx.qualname(node.func) == "torch.device":
+        return is_cuda_literal(ctx, node.args[0])
+    return False
+
+
+def mentions_cuda(node: ast.AST | None) -> bool:
+    if node is None:
+        return False
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value.startswith("cuda"):
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "cuda":
+            return True
+    return False
+
+
+def move_target(call: ast.Call) -> ast.AST | None:
+    """The device argument of `.to(...)`: `device=` or the first positional argument."""
+    for kw in call.keywords:
+        if kw.arg == "device":
+            return kw.value
+    return call.args[0] if call.args else None
+
+
+def is_cuda_move(ctx: Context, call: ast.Call) -> bool:
+    """`.cuda()`, `.to("cuda")`, or `.to(device)` where `device` is CUDA (or a device chosen
+    elsewhere: a name spelled like a device that the cell did not bind to a CPU/tensor/dtype)."""
+    if not isinstance(call.func, ast.Attribute):
+        return False
+    if call.func.attr == "cuda":
+        return ctx.qualname(call.func) != "torch.cuda"
+    if call.func.attr != "to":
+        return False
+    target = move_target(call)
+    if target is None:
+        return False
+    if is_cuda_literal(ctx, target):
+        return True
+    if isinstance(target, ast.Name):
+        origin = ctx.origin(target)
+        if origin is not None:
+            return mentions_cuda(origin)
+        kind = ctx.lookup(target.id)
+        if kind in TENSOR_KINDS or (kind is not None and kind != DEVICE):
+            return False
+        low = target.id.lower()
+        return "cuda" in low or "gpu" in low or "device" in low or low == "dev"
+    return False
+
+
+def name_like(node: ast.AST | None, *words: str) -> bool:
+    """The expression's last name part contains one of `words`: `self.optimizer` ~ "opt"."""
+    if isinstance(node, ast.Attribute):
+        text = node.attr
+    elif isinstance(node, ast.Name):
+        text = node.id
+    else:
+        return False
+    low = text.lower()
+    return any(w in low for w in words)
+
+
+def call_chain(node: ast.AST) -> list[str]:
+    """Method names along a chain, innermost first: `a.detach().cpu()` -> ["detach", "cpu"]."""
+    names: list[str] = []
+    while True:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            names.append(node.func.attr)
+            node = node.func.value
+        elif isinstance(node, ast.Attribute):
+            names.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            break
+    return list(reversed(names))
+
+
+def chain_root(node: ast.AST) -> ast.AST:
+    """The innermost value of a method/attribute/subscript chain: `model(x).cpu()` -> `model(x)`."""
+    while True:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        else:
+            return node

@@ -1,0 +1,341 @@
+"""TM4xx — autograd: graphs kept alive, checks bypassed, gradients where there are none."""
+
+from __future__ import annotations
+
+import ast
+
+from ..registry import rule
+from ..scope import MODULE, Context
+from ._common import call_chain, chain_root, receiver, unparse
+
+
+def _backwarded_in_loop(ctx: Context, name: str) -> bool:
+    for loop in ctx.loops:
+        for c in loop.calls:
+            if isinstance(c.func, ast.Attribute) and c.func.attr == "backward":
+                if isinstance(c.func.value, ast.Name) and c.func.value.id == name:
+                    return True
+    return False
+
+
+def _is_graph_tensor(ctx: Context, value: ast.AST) -> bool:
+    """A loss-like tensor that still carries its autograd graph (a name, not `.item()`)."""
+    if not isinstance(value, ast.Name):
+        return False
+    if _backwarded_in_loop(ctx, value.id):
+        return True
+    return ctx.is_tensor(value) and "loss" in value.id.lower()
+
+
+_TM401_HINT = "Accumulate a number: `total += loss.item()` (or `loss.detach()` to stay on the device)."
+
+
+@rule(
+    "TM401",
+    "graph-kept-alive",
+    "warning",
+    evidence="static + live",
+    nodes=(ast.AugAssign, ast.Assign),
+    calls={"append"},
+)
+def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags a loss (or any tensor that was `.backward()`-ed) accumulated into a Python variable
+    or list across loop iterations without `.item()`/`.detach()`: `total += loss`,
+    `losses.append(loss)`. Live: a namespace variable (or list) holding tensors with a
+    `grad_fn` after the cell.
+
+    ## Why is this bad?
+    Each stored tensor keeps its whole autograd graph — every activation of that step — in
+    memory, so memory grows with every iteration until the process runs out.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        total += loss
+    ```
+
+    ## Use instead
+    ```python
+        total += loss.item()          # outside hot loops: loss.detach()
+    ```
+    """
+    if not ctx.in_loop or ctx.grad_mode is not None:
+        return
+    if isinstance(node, ast.AugAssign):
+        if not isinstance(node.op, ast.Add) or not _is_graph_tensor(ctx, node.value):
+            return
+        label = f"{unparse(node.target, 20)} += {unparse(node.value, 30)}"
+    elif isinstance(node, ast.Assign):
+        # total = total + loss
+        v = node.value
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            return
+        if not (isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add) and isinstance(v.left, ast.Name)):
+            return
+        if v.left.id != node.targets[0].id or not _is_graph_tensor(ctx, v.right):
+            return
+        label = unparse(node, 50)
+    else:
+        call: ast.Call = node  # type: ignore[assignment]
+        if len(call.args) != 1 or not _is_graph_tensor(ctx, call.args[0]):
+            return
+        if ctx.is_tensor(receiver(call)):  # type: ignore[arg-type]
+            return
+        ctx.flag(
+            call,
+            f"`{unparse(call, 50)}` keeps the autograd graph of every iteration alive.",
+            "Store a number: `"
+            + unparse(call.func, 30)
+            + f"({unparse(call.args[0], 20)}.item())` (or `.detach()` to stay on the device).",
+        )
+        return
+    ctx.flag(
+        node,
+        f"`{label}` keeps the autograd graph of every iteration alive.",
+        _TM401_HINT,
+    )
+
+
+# In-place methods and writes that need `no_grad` (and would fail under inference_mode's
+# rules for tensors created outside it): parameter updates and initialisation.
+def _mutates(stmt: ast.AST) -> bool:
+    for sub in ast.walk(stmt):
+        t = type(sub)
+        if t is ast.AugAssign:
+            return True
+        if t is ast.Assign or t is ast.AnnAssign:
+            targets = sub.targets if t is ast.Assign else [sub.target]  # type: ignore[attr-defined]
+            if any(isinstance(x, (ast.Attribute, ast.Subscript)) for x in targets):
+                return True
+        if t is ast.Call:
+            func = sub.func  # type: ignore[attr-defined]
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name.endswith("_") and not name.endswith("__"):
+                return True
+            if name in ("backward", "step", "load_state_dict", "grad"):
+                return True
+    return False
+
+
+@rule("TM402", "prefer-inference-mode", "info", nodes=(ast.With,))
+def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `with torch.no_grad():` around pure inference: no `.backward()`, no
+    `requires_grad_`, no parameter updates or initialisation in the block.
+
+    ## Why is this bad?
+    `torch.inference_mode()` also skips version counting and view tracking, so inference
+    runs faster and allocates less.
+
+    ## Example
+    ```python
+    with torch.no_grad():
+        preds = model(x)
+    ```
+
+    ## Use instead
+    ```python
+    with torch.inference_mode():
+        preds = model(x)
+    ```
+    """
+    item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
+    if item is None or ctx.in_module_method:
+        return
+    if any(_mutates(stmt) for stmt in node.body):
+        return
+    # Tensors made under inference_mode cannot be saved for backward later: a no_grad target
+    # (DQN, distillation) computed in a loop that backpropagates must stay no_grad.
+    for loop in ctx.loops:
+        if any(_is_backward(c) for c in ast.walk(loop.node) if isinstance(c, ast.Call)):
+            return
+    if ctx.loops == [] and isinstance(ctx.frame.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if any(_is_backward(c) for c in ast.walk(ctx.frame.node) if isinstance(c, ast.Call)):
+            return
+    ctx.flag(
+        node,
+        f"`with {unparse(item.context_expr, 40)}` wraps pure inference; `torch.inference_mode()` is faster.",
+        "Use `with torch.inference_mode():` (keep `no_grad` where the results feed a later backward).",
+    )
+
+
+def _func(expr: ast.AST) -> ast.AST:
+    return expr.func if isinstance(expr, ast.Call) else expr
+
+
+def _is_backward(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "backward"
+
+
+@rule("TM403", "data-attribute", "warning", attrs={"data"})
+def data_attribute(node: ast.Attribute, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags reads and writes of `.data` on a tensor or parameter.
+
+    ## Why is this bad?
+    `.data` gives a tensor that autograd does not track: in-place changes through it are not
+    seen by the version counter, so wrong gradients are computed silently instead of raising.
+
+    ## Example
+    ```python
+    w = layer.weight.data
+    p.data -= lr * p.grad
+    ```
+
+    ## Use instead
+    ```python
+    w = layer.weight.detach()
+    with torch.no_grad():
+        p -= lr * p.grad          # or p.copy_(...), nn.init.*_
+    ```
+    """
+    parent = ctx.parent
+    if isinstance(parent, ast.Call) and parent.func is node:
+        return  # `obj.data(...)` is a method, not the tensor attribute
+    if not ctx.is_tensor(node.value):
+        return
+    write = isinstance(node.ctx, ast.Store) or (isinstance(parent, ast.AugAssign) and parent.target is node)
+    owner = unparse(node.value, 40)
+    ctx.flag(
+        node,
+        f"`{owner}.data` {'writes' if write else 'reads'} the tensor behind autograd's back.",
+        f"Write with `with torch.no_grad(): {owner}.copy_(...)`."
+        if write
+        else f"Read with `{owner}.detach()`.",
+    )
+
+
+@rule("TM404", "variable-deprecated", "warning", calls={"Variable"})
+def variable_deprecated(call: ast.Call, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `torch.autograd.Variable(...)`.
+
+    ## Why is this bad?
+    `Variable` has been a no-op wrapper since PyTorch 0.4; it returns a plain tensor and its
+    `volatile` flag does nothing, so old code reads as if it did something it does not.
+
+    ## Example
+    ```python
+    x = Variable(torch.randn(3), requires_grad=True)
+    ```
+
+    ## Use instead
+    ```python
+    x = torch.randn(3, requires_grad=True)
+    ```
+    """
+    q = ctx.qualname(call.func) or ""
+    if q not in ("torch.autograd.Variable", "torch.autograd.variable.Variable"):
+        return
+    ctx.flag(
+        call,
+        f"`{unparse(call, 50)}` uses the deprecated `Variable` wrapper.",
+        "Use the tensor itself; pass `requires_grad=True` to the factory or call `.requires_grad_()`.",
+    )
+
+
+def _is_model_output(ctx: Context, node: ast.AST) -> bool:
+    """A module call (`model(x)`, `self.net(x)`), a loss, or a name assigned from one."""
+    seen = 0
+    while isinstance(node, ast.Name) and seen < 4:
+        if "loss" in node.id.lower() and ctx.is_tensor(node):
+            return True
+        origin = ctx.origin(node)
+        if origin is None:
+            return False
+        node = (
+            chain_root(origin) if not isinstance(origin, ast.Call) or _is_module_call(ctx, origin) else origin
+        )
+        seen += 1
+    return isinstance(node, ast.Call) and _is_module_call(ctx, node)
+
+
+def _is_module_call(ctx: Context, call: ast.Call) -> bool:
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "forward":
+        return ctx.kind(func.value) == MODULE
+    return ctx.kind(func) == MODULE
+
+
+@rule("TM405", "numpy-without-detach", "error", evidence="static + live", calls={"numpy"})
+def numpy_without_detach(call: ast.Call, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `.numpy()` directly on a model output or loss with no `.detach()` in the chain
+    (live: on any tensor that requires grad).
+
+    ## Why is this bad?
+    It raises "Can't call numpy() on Tensor that requires grad" — usually only at the end of
+    a long run, when the metrics are computed.
+
+    ## Example
+    ```python
+    preds = model(x).cpu().numpy()
+    ```
+
+    ## Use instead
+    ```python
+    preds = model(x).detach().cpu().numpy()
+    ```
+    """
+    if ctx.grad_mode is not None or not isinstance(call.func, ast.Attribute):
+        return
+    value = call.func.value
+    chain = call_chain(value)
+    if "detach" in chain or "data" in chain or "item" in chain:
+        return
+    root = chain_root(value)
+    if any(c not in ("cpu", "to", "float", "double", "squeeze", "view", "reshape", "flatten") for c in chain):
+        return  # other ops (argmax, softmax(...).max) — too far from the output to be sure
+    if not _is_model_output(ctx, root):
+        return
+    origin = ctx.origin(root)
+    if origin is not None and "detach" in call_chain(origin):
+        return
+    ctx.flag(
+        call,
+        f"`{unparse(call, 50)}` fails on a tensor that requires grad.",
+        f"Detach first: `{unparse(root, 30)}.detach().cpu().numpy()`.",
+    )
+
+
+@rule("TM406", "backward-under-no-grad", "error", calls={"backward"})
+def backward_under_no_grad(call: ast.Call, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `.backward()` inside a `no_grad`/`inference_mode` block (or a function decorated
+    with them).
+
+    ## Why is this bad?
+    Nothing computed in the block has a graph, so `backward()` raises "element 0 of tensors
+    does not require grad and does not have a grad_fn".
+
+    ## Example
+    ```python
+    with torch.no_grad():
+        loss = criterion(model(x), y)
+        loss.backward()
+    ```
+
+    ## Use instead
+    ```python
+    loss = criterion(model(x), y)
+    loss.backward()
+    ```
+    """
+    if ctx.grad_mode is None:
+        return
+    if not isinstance(call.func, ast.Attribute) and ctx.qualname(call.func) != "torch.autograd.backward":
+        return
+    ctx.flag(
+        call,
+        f"`{unparse(call, 50)}` runs under `{ctx.grad_mode}`, where no graph is recorded.",
+        f"Move the forward pass and `.backward()` out of the `{ctx.grad_mode}` block.",
+    )

@@ -1,0 +1,223 @@
+"""TM9xx — configuration, deprecated APIs and easy-to-miss typos."""
+
+from __future__ import annotations
+
+import ast
+
+from ..registry import documented, rule
+from ..scope import Context
+from ._common import call_chain, unparse
+
+documented(
+    "TM901",
+    "cudnn-benchmark-variable-shapes",
+    "warning",
+    "runtime",
+    """
+    ## What it does
+    Flags `torch.backends.cudnn.benchmark = True` while convolution modules saw more than N
+    (default 8) distinct input shapes in the cell.
+
+    ## Why is this bad?
+    The autotuner benchmarks every convolution algorithm again for each new input shape: with
+    variable shapes it spends its time tuning instead of training.
+
+    ## Example
+    ```python
+    torch.backends.cudnn.benchmark = True
+    for img in images_of_many_sizes:
+        out = conv_net(img)
+    ```
+
+    ## Use instead
+    ```python
+    # pad or bucket inputs to a few fixed shapes, or
+    torch.backends.cudnn.benchmark = False
+    ```
+    """,
+)
+
+_OLD_INIT = frozenset(
+    {"xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal", "normal", "uniform", "constant"}
+)
+
+
+@rule("TM902", "deprecated-init", "warning", calls=_OLD_INIT)
+def deprecated_init(call: ast.Call, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `nn.init.xavier_uniform`, `xavier_normal`, `kaiming_uniform`, `kaiming_normal`,
+    `normal`, `uniform` and `constant` without the trailing underscore.
+
+    ## Why is this bad?
+    These aliases are deprecated (they warn, and are being removed); the in-place names say
+    what they do: they overwrite the tensor.
+
+    ## Example
+    ```python
+    nn.init.xavier_uniform(layer.weight)
+    ```
+
+    ## Use instead
+    ```python
+    nn.init.xavier_uniform_(layer.weight)
+    ```
+    """
+    q = ctx.qualname(call.func) or ""
+    if not q.startswith("torch.nn.init."):
+        return
+    name = q.rsplit(".", 1)[1]
+    ctx.flag(
+        call,
+        f"`{unparse(call.func, 40)}(...)` is a deprecated initialiser alias.",
+        f"Use the in-place `nn.init.{name}_(...)`.",
+    )
+
+
+_TYPOS = frozenset({"require_grad", "requires_grads", "require_grads", "requires_gradient", "requiresgrad"})
+
+
+@rule("TM903", "requires-grad-typo", "error", nodes=(ast.Assign, ast.AnnAssign, ast.AugAssign))
+def requires_grad_typo(node: ast.Assign | ast.AnnAssign | ast.AugAssign, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags assignments to `.require_grad`, `.requires_grads` or `.require_grads`.
+
+    ## Why is this bad?
+    Tensors accept arbitrary Python attributes: the typo silently creates a new attribute and
+    the tensor keeps its old `requires_grad` — the layer is (or is not) trained by mistake.
+
+    ## Example
+    ```python
+    for p in backbone.parameters():
+        p.require_grad = False
+    ```
+
+    ## Use instead
+    ```python
+    for p in backbone.parameters():
+        p.requires_grad = False        # or backbone.requires_grad_(False)
+    ```
+    """
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for t in targets:
+        for sub in ast.walk(t):
+            if isinstance(sub, ast.Attribute) and sub.attr in _TYPOS and isinstance(sub.ctx, ast.Store):
+                ctx.flag(
+                    node,
+                    f"`{unparse(sub, 40)}` is a typo of `requires_grad` and sets an unrelated attribute.",
+                    f"Write `{unparse(sub.value, 30)}.requires_grad = ...`.",
+                )
+
+
+_NORMALISERS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid"}
+_MODULE_NORMALISERS = {"Softmax": "softmax", "LogSoftmax": "log_softmax", "Sigmoid": "sigmoid"}
+_LOSS_FUNCS = {
+    "torch.nn.functional.cross_entropy": "cross_entropy",
+    "torch.nn.functional.nll_loss": "nll_loss",
+    "torch.nn.functional.binary_cross_entropy": "bce",
+}
+_LOSS_MODULES = {
+    "torch.nn.CrossEntropyLoss": "cross_entropy",
+    "torch.nn.NLLLoss": "nll_loss",
+    "torch.nn.BCELoss": "bce",
+}
+_BAD = {
+    "cross_entropy": {"softmax", "log_softmax", "sigmoid"},
+    "nll_loss": {"softmax", "sigmoid"},
+    "bce": {"sigmoid"},
+}
+
+
+def _normaliser(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
+    """softmax/log_softmax/sigmoid when `node` is (a name assigned from) such a result."""
+    if depth > 4:
+        return None
+    if isinstance(node, ast.Name):
+        origin = ctx.origin(node)
+        return _normaliser(ctx, origin, depth + 1) if origin is not None else None
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    q = ctx.qualname(func) or ""
+    last = q.rsplit(".", 1)[-1] if q else ""
+    if q.startswith("torch.") and last in _NORMALISERS and q.count(".") in (1, 3):
+        return _NORMALISERS[last]
+    if isinstance(func, ast.Attribute) and func.attr in _NORMALISERS and not q.startswith("torch."):
+        # x.softmax(dim=1) on a tensor; `self.softmax(x)` / `model.sigmoid` may be modules
+        if ctx.is_tensor(func.value) or call_chain(func.value):
+            return _NORMALISERS[func.attr]
+        return None
+    # nn.Softmax(dim=1)(x), or a name built from nn.Softmax
+    built = q if isinstance(func, ast.Call) else ctx.built_by(func)
+    if isinstance(func, ast.Call):
+        built = ctx.qualname(func.func) or ""
+    if built:
+        tail = built.rsplit(".", 1)[-1]
+        if built.startswith("torch.nn.") and tail in _MODULE_NORMALISERS:
+            return _MODULE_NORMALISERS[tail]
+    return None
+
+
+def _loss_kind(ctx: Context, call: ast.Call) -> str | None:
+    func = call.func
+    q = ctx.qualname(func)
+    if q in _LOSS_FUNCS:
+        return _LOSS_FUNCS[q]
+    if isinstance(func, ast.Call):
+        return _LOSS_MODULES.get(ctx.qualname(func.func) or "")
+    if isinstance(func, (ast.Name, ast.Attribute)):
+        built = ctx.built_by(func) if isinstance(func, ast.Name) else None
+        if built is None and isinstance(func, ast.Attribute):
+            # self.criterion = nn.CrossEntropyLoss() in __init__
+            if isinstance(func.value, ast.Name) and func.value.id == "self" and ctx.cls is not None:
+                return None
+        return _LOSS_MODULES.get(built or "")
+    return None
+
+
+_FIX = {
+    "cross_entropy": "pass the raw logits: `cross_entropy` applies `log_softmax` itself",
+    "nll_loss": "`nll_loss` expects `log_softmax(...)` output; better, pass raw logits to `cross_entropy`",
+    "bce": "pass raw logits to `F.binary_cross_entropy_with_logits` / `nn.BCEWithLogitsLoss()`",
+}
+
+
+@rule("TM904", "softmax-into-cross-entropy", "error", nodes=(ast.Call,))
+def softmax_into_cross_entropy(call: ast.Call, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `F.cross_entropy`/`nn.CrossEntropyLoss()(...)`/`F.nll_loss` whose input is a
+    `softmax`/`log_softmax`/`sigmoid` result, and `BCELoss`/`binary_cross_entropy` on a
+    `sigmoid` output. `nll_loss(log_softmax(x))` is correct and not flagged.
+
+    ## Why is this bad?
+    `cross_entropy` already applies `log_softmax`: normalising twice flattens the gradients
+    and the model learns slowly or not at all. `BCELoss(sigmoid(x))` is numerically
+    unstable where the logits-based loss is not.
+
+    ## Example
+    ```python
+    loss = F.cross_entropy(F.softmax(logits, dim=1), y)
+    loss = nn.BCELoss()(torch.sigmoid(logits), y)
+    ```
+
+    ## Use instead
+    ```python
+    loss = F.cross_entropy(logits, y)
+    loss = nn.BCEWithLogitsLoss()(logits, y)
+    ```
+    """
+    if not call.args:
+        return
+    kind = _loss_kind(ctx, call)
+    if kind is None:
+        return
+    norm = _normaliser(ctx, call.args[0])
+    if norm is None or norm not in _BAD[kind]:
+        return
+    ctx.flag(
+        call,
+        f"`{unparse(call, 60)}` receives a `{norm}` output instead of raw logits.",
+        _FIX[kind][0].upper() + _FIX[kind][1:] + ".",
+    )

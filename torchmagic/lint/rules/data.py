@@ -1,0 +1,73 @@
+"""TM8xx — data loading."""
+
+from __future__ import annotations
+
+import ast
+
+from ..registry import rule
+from ..scope import LOADER, Context, LoopInfo, has_kwargs_splat, keyword
+from ._common import is_cuda_move, unparse
+
+
+def _loader_call(ctx: Context, it: ast.AST) -> ast.Call | None:
+    """The `DataLoader(...)` call a loop iterates over, through names, `enumerate` and `tqdm`."""
+    for _ in range(4):
+        if isinstance(it, ast.Call):
+            name = it.func.id if isinstance(it.func, ast.Name) else getattr(it.func, "attr", None)
+            if name in ("enumerate", "tqdm", "iter") and it.args:
+                it = it.args[0]
+                continue
+            if (ctx.qualname(it.func) or "").endswith("DataLoader"):
+                return it
+            return None
+        if isinstance(it, ast.Name):
+            origin = ctx.origin(it)
+            if origin is None:
+                return None
+            it = origin
+            continue
+        return None
+    return None
+
+
+@rule("TM801", "dataloader-pin-memory", "info", loops=True)
+def dataloader_pin_memory(loop: LoopInfo, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags a `DataLoader(...)` without `pin_memory=True` whose batches are moved to CUDA in
+    the loop that iterates over it. Reported at the `DataLoader(...)` call.
+
+    ## Why is this bad?
+    Copies from pageable memory are synchronous and slower; pinned batches can be copied
+    with `non_blocking=True` while the GPU is still busy with the previous step.
+
+    ## Example
+    ```python
+    loader = DataLoader(ds, batch_size=64)
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+    ```
+
+    ## Use instead
+    ```python
+    loader = DataLoader(ds, batch_size=64, pin_memory=True)
+    for x, y in loader:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    ```
+    """
+    node = loop.node
+    if not isinstance(node, (ast.For, ast.AsyncFor)) or ctx.kind(node.iter) not in (LOADER, None):
+        return
+    loader = _loader_call(ctx, node.iter)
+    if loader is None or has_kwargs_splat(loader):
+        return
+    pin = keyword(loader, "pin_memory")
+    if pin is not None and not (isinstance(pin, ast.Constant) and pin.value is False):
+        return
+    if not any(is_cuda_move(ctx, c) for c in loop.calls):
+        return
+    ctx.flag(
+        loader,
+        f"`{unparse(loader, 50)}` feeds batches that are copied to the GPU from pageable memory.",
+        "Pass `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
+    )

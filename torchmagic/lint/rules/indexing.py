@@ -1,0 +1,233 @@
+"""TM7xx — vectorisation and indexing."""
+
+from __future__ import annotations
+
+import ast
+
+from ..registry import rule
+from ..scope import DTYPE, MODULE, NDARRAY, NUMBER, STRING, Context
+from ._common import unparse
+
+
+def _length_of(ctx: Context, expr: ast.AST) -> ast.AST | None:
+    """The tensor whose first-dimension length `expr` is: `x.size(0)`, `x.shape[0]`, `len(x)`."""
+    if isinstance(expr, ast.Call):
+        f = expr.func
+        if isinstance(f, ast.Name) and f.id == "len" and len(expr.args) == 1:
+            return expr.args[0]
+        if isinstance(f, ast.Attribute) and f.attr == "size" and len(expr.args) == 1:
+            a = expr.args[0]
+            if isinstance(a, ast.Constant) and a.value == 0:
+                return f.value
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute):
+        s = expr.slice
+        if expr.value.attr == "shape" and isinstance(s, ast.Constant) and s.value == 0:
+            return expr.value.value
+    return None
+
+
+def _same(a: ast.AST, b: ast.AST) -> bool:
+    return ast.dump(a) == ast.dump(b)
+
+
+def _calls_a_module(ctx: Context, body: list[ast.stmt]) -> bool:
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Call):
+                f = sub.func
+                if ctx.kind(f) == MODULE:
+                    return True
+                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+                    return True
+    return False
+
+
+def _recurrence(body: list[ast.stmt]) -> bool:
+    """`h = cell(x[t], h)`: a step that depends on the previous one is not vectorisable."""
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Assign):
+                names = {t.id for t in sub.targets if isinstance(t, ast.Name)}
+                for t in sub.targets:
+                    if isinstance(t, ast.Tuple):
+                        names |= {e.id for e in t.elts if isinstance(e, ast.Name)}
+                if names and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(sub.value)):
+                    return True
+    return False
+
+
+def _indexes_element(ctx: Context, body: list[ast.stmt], tensor: ast.AST, var: str) -> bool:
+    """The body reads `x[i]` (or `x[i, ...]`) or writes `out[i] = ...` on a tensor."""
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if not isinstance(sub, ast.Subscript):
+                continue
+            s = sub.slice
+            first = s.elts[0] if isinstance(s, ast.Tuple) and s.elts else s
+            if not (isinstance(first, ast.Name) and first.id == var):
+                continue
+            if _same(sub.value, tensor):
+                return True
+            if isinstance(sub.ctx, ast.Store) and ctx.is_tensor(sub.value):
+                return True
+    return False
+
+
+@rule("TM701", "python-loop-over-tensor", "warning", nodes=(ast.For,))
+def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `for i in range(len(x))` (or `x.size(0)`, `x.shape[0]`) whose body indexes `x[i]`
+    or writes `out[i] = ...` element by element, and `for v in x:` directly over a tensor.
+    Reported at the `for` line.
+
+    ## Why is this bad?
+    Every iteration launches tiny kernels (and often syncs): a Python loop over a tensor's
+    rows is orders of magnitude slower than the one vectorised operation.
+
+    ## Example
+    ```python
+    for i in range(x.shape[0]):
+        out[i] = x[i].max()
+    ```
+
+    ## Use instead
+    ```python
+    out = x.max(dim=1).values      # or broadcasting, gather, torch.where
+    ```
+    """
+    it = node.iter
+    if ctx.is_tensor(it) and not isinstance(it, ast.Call):
+        if _calls_a_module(ctx, node.body) or _recurrence(node.body):
+            return
+        ctx.flag(
+            node,
+            f"`for {unparse(node.target, 20)} in {unparse(it, 30)}` loops over a tensor's rows in Python.",
+            "Replace the loop by one vectorised operation over the whole tensor (broadcasting,"
+            " `x.max(dim=1)`, `gather`, `torch.where`).",
+        )
+        return
+    if not (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id == "range"
+        and len(it.args) == 1
+        and isinstance(node.target, ast.Name)
+    ):
+        return
+    tensor = _length_of(ctx, it.args[0])
+    if tensor is None or not ctx.is_tensor(tensor):
+        return
+    body = node.body
+    if not _indexes_element(ctx, body, tensor, node.target.id):
+        return
+    if _calls_a_module(ctx, body) or _recurrence(body):
+        return
+    ctx.flag(
+        node,
+        f"`for {node.target.id} in {unparse(it, 40)}` indexes `{unparse(tensor, 20)}` element by element in Python.",
+        "Replace the loop by one vectorised operation over the whole tensor (broadcasting,"
+        " `x.max(dim=1)`, `gather`, `torch.where`).",
+    )
+
+
+def _is_scalar(ctx: Context, node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _is_scalar(ctx, node.operand)
+    if isinstance(node, ast.Name):
+        return ctx.kind(node) == NUMBER
+    return False
+
+
+@rule("TM702", "arange-index-for-slice", "info", evidence="static + live", nodes=(ast.Subscript,))
+def arange_index_for_slice(node: ast.Subscript, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `x[torch.arange(x.shape[0]), k]` where `k` is a scalar (a literal, a name bound to
+    a number, or live: an `int`).
+
+    ## Why is this bad?
+    It is `x[:, k]` written as an advanced-indexing gather: it allocates an index tensor and
+    copies instead of returning a view.
+
+    ## Example
+    ```python
+    col = x[torch.arange(x.shape[0]), 3]
+    ```
+
+    ## Use instead
+    ```python
+    col = x[:, 3]
+    # a per-row index tensor k is a real gather: x[torch.arange(len(x)), k] is right
+    ```
+    """
+    s = node.slice
+    if not (isinstance(s, ast.Tuple) and len(s.elts) == 2):
+        return
+    rows, col = s.elts
+    if not (isinstance(rows, ast.Call) and ctx.qualname(rows.func) == "torch.arange" and len(rows.args) == 1):
+        return
+    length_of = _length_of(ctx, rows.args[0])
+    if length_of is None or not _same(length_of, node.value) or not _is_scalar(ctx, col):
+        return
+    ctx.flag(
+        node,
+        f"`{unparse(node, 50)}` picks one column with an arange gather.",
+        f"Slice instead: `{unparse(node.value, 20)}[:, {unparse(col, 20)}]`.",
+    )
+
+
+_TRANSPOSES = frozenset({"transpose", "permute", "t", "swapaxes", "swapdims", "movedim", "moveaxis"})
+_TRANSPOSE_ATTRS = frozenset({"T", "mT", "H", "mH"})
+
+
+@rule("TM703", "view-after-transpose", "error", calls={"view"})
+def view_after_transpose(call: ast.Call, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `.view(...)` applied directly to the result of `.transpose()`, `.permute()`, `.t()`,
+    `.T` or `.mT`.
+
+    ## Why is this bad?
+    A transposed tensor is not contiguous, so `.view` raises "view size is not compatible
+    with input tensor's size and stride" (except in the rare shapes where it happens to work).
+
+    ## Example
+    ```python
+    y = x.transpose(1, 2).view(b, -1)
+    ```
+
+    ## Use instead
+    ```python
+    y = x.transpose(1, 2).reshape(b, -1)    # or .contiguous().view(b, -1)
+    ```
+    """
+    if not isinstance(call.func, ast.Attribute):
+        return
+    value = call.func.value
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _TRANSPOSES
+    ):
+        what, base = f".{value.func.attr}()", value.func.value
+    elif isinstance(value, ast.Attribute) and value.attr in _TRANSPOSE_ATTRS:
+        what, base = f".{value.attr}", value.value
+    else:
+        return
+    # numpy's `.view(dtype)` reinterprets bytes and works on any layout.
+    if ctx.kind(base) == NDARRAY:
+        return
+    if len(call.args) == 1 and not call.keywords:
+        a = call.args[0]
+        if ctx.kind(a) in (DTYPE, STRING) or ((ctx.qualname(a) or "").startswith("numpy.")):
+            return
+    if any(kw.arg == "dtype" for kw in call.keywords):
+        return
+    ctx.flag(
+        call,
+        f"`{unparse(call, 50)}` calls `.view` on the non-contiguous result of `{what}`.",
+        f"Use `{unparse(value, 30)}.reshape(...)` or `{unparse(value, 30)}.contiguous().view(...)`.",
+    )

@@ -1,0 +1,217 @@
+"""TM3xx — CPU-GPU synchronisation: code that makes the CPU wait for the GPU."""
+
+from __future__ import annotations
+
+import ast
+
+from ..registry import documented, rule
+from ..scope import (
+    DATASET,
+    DEVICE,
+    DICT,
+    DTYPE,
+    LIST,
+    LOADER,
+    MODULE,
+    NDARRAY,
+    NONE,
+    NUMBER,
+    OPTIMIZER,
+    SCHEDULER,
+    SHAPE,
+    STATE_DICT,
+    STRING,
+    TENSOR_KINDS,
+    Context,
+)
+from ._common import unparse
+
+# Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
+_NOT_TENSOR = frozenset(
+    {NUMBER, STRING, NDARRAY, LIST, DICT, MODULE, OPTIMIZER, SCHEDULER, LOADER, DATASET, DEVICE, DTYPE}
+    | {NONE, SHAPE, STATE_DICT}
+)
+_SYNC_METHODS = frozenset({"item", "tolist", "numpy", "cpu", "nonzero"})
+
+
+def _every_n_steps(ctx: Context) -> bool:
+    """The node sits in the body of an `if ... % N ...:` inside the innermost loop."""
+    loop = ctx.loops[-1].node if ctx.loops else None
+    stack = ctx.stack
+    for i in range(len(stack) - 1, -1, -1):
+        node = stack[i]
+        if node is loop:
+            return False
+        if isinstance(node, ast.If) and i + 1 < len(stack):
+            child = stack[i + 1]
+            if any(child is s for s in node.body) and any(
+                isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod) for b in ast.walk(node.test)
+            ):
+                return True
+    return False
+
+
+def _tensor_in_print(ctx: Context, call: ast.Call) -> ast.AST | None:
+    for arg in call.args:
+        value = arg.value if isinstance(arg, ast.Starred) else arg
+        if isinstance(value, ast.JoinedStr):
+            for part in value.values:
+                if isinstance(part, ast.FormattedValue) and ctx.is_tensor(part.value):
+                    return part.value
+        elif ctx.is_tensor(value):
+            return value
+    return None
+
+
+@rule(
+    "TM301",
+    "sync-in-loop",
+    "warning",
+    evidence="static + runtime",
+    calls=_SYNC_METHODS | {"synchronize", "print"},
+)
+def sync_in_loop(call: ast.Call, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `.nonzero()`, `print(<tensor>)` and
+    `torch.cuda.synchronize()` inside a `for`/`while` loop (or comprehension). Calls under
+    `if step % N == 0:` are reported as info. The runtime probe confirms the waits.
+
+    ## Why is this bad?
+    Each of these copies a value to the CPU, so the CPU waits until the GPU has finished all
+    queued work — on every iteration. The GPU then idles while Python prepares the next step.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        loss = step(x, y)
+        total += loss.item()
+    ```
+
+    ## Use instead
+    ```python
+    total = torch.zeros((), device=device)
+    for x, y in loader:
+        total += step(x, y).detach()
+    print(total.item())          # one sync, after the loop
+    ```
+    """
+    if not ctx.in_loop:
+        return
+    func = call.func
+    if isinstance(func, ast.Name):
+        if func.id != "print":
+            return
+        shown = _tensor_in_print(ctx, call)
+        if shown is None:
+            return
+        label = f"print({unparse(shown, 40)})"
+    elif isinstance(func, ast.Attribute):
+        if func.attr == "synchronize":
+            if ctx.qualname(func) != "torch.cuda.synchronize":
+                return
+            label = "torch.cuda.synchronize()"
+        elif func.attr in _SYNC_METHODS:
+            if call.args and func.attr in ("item", "tolist", "numpy", "cpu"):
+                return  # not the tensor method (e.g. a dict's or a custom object's)
+            kind = ctx.kind(func.value)
+            if kind in _NOT_TENSOR:
+                return
+            if func.attr == "nonzero" and kind not in TENSOR_KINDS:
+                return
+            if isinstance(func.value, ast.Constant):
+                return
+            label = f"{unparse(func.value, 40)}.{func.attr}()"
+        else:
+            return
+    else:
+        return
+    info = _every_n_steps(ctx)
+    ctx.flag(
+        call,
+        f"`{label}` inside a loop makes the CPU wait for the GPU on every iteration.",
+        "Accumulate on the device (`total += loss.detach()`) and read the value once after the"
+        " loop, or only every N steps.",
+        severity="info" if info else None,
+    )
+
+
+def _test_label(node: ast.AST) -> str:
+    if isinstance(node, ast.If):
+        return f"if {unparse(node.test, 40)}"
+    if isinstance(node, ast.While):
+        return f"while {unparse(node.test, 40)}"
+    if isinstance(node, ast.Assert):
+        return f"assert {unparse(node.test, 40)}"
+    return f"... if {unparse(node.test, 40)} else ..."  # type: ignore[attr-defined]
+
+
+@rule(
+    "TM302",
+    "tensor-in-condition",
+    "warning",
+    evidence="static + runtime",
+    nodes=(ast.If, ast.While, ast.Assert, ast.IfExp),
+)
+def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: Context) -> None:
+    """
+    ## What it does
+    Flags `if`/`while`/`assert`/conditional expressions whose test is a tensor expression
+    (`(t != 0).all()`, `loss < best`, `t.any()`).
+
+    ## Why is this bad?
+    Python needs a `bool`, so the tensor is copied to the CPU: an implicit synchronisation
+    that waits for all queued GPU work, hidden in an innocent-looking `if`.
+
+    ## Example
+    ```python
+    if (mask != 0).any():
+        x = x[mask]
+    ```
+
+    ## Use instead
+    ```python
+    x = torch.where(mask != 0, x, fill)     # keep the decision on the device
+    # or sync once, deliberately: if bool((mask != 0).any()): ...
+    ```
+    """
+    test = node.test
+    if not ctx.is_tensor(test):
+        return
+    ctx.flag(
+        node if not isinstance(node, ast.IfExp) else test,
+        f"`{_test_label(node)}` converts a tensor to a Python bool, which waits for the GPU.",
+        "Keep the decision on the device (`torch.where`, masks, `torch.clamp`) or synchronise"
+        " once, deliberately, outside hot loops.",
+    )
+
+
+documented(
+    "TM303",
+    "measured-sync-stall",
+    "warning",
+    "runtime",
+    """
+    ## What it does
+    Reports a cell line whose CPU-GPU synchronisations, measured while the cell ran, waited
+    longer than the threshold (default: 10% of the cell's time and at least 5 ms). The
+    message gives the number of synchronisations and the time waited.
+
+    ## Why is this bad?
+    While the CPU waits, it cannot queue more work: the GPU idles between kernels and the
+    whole loop runs at the speed of the round trip.
+
+    ## Example
+    ```python
+    for x in batches:
+        if model(x).max() > 0.5:     # 500 syncs, 0.9 s waited
+            hits += 1
+    ```
+
+    ## Use instead
+    ```python
+    hits = sum((model(x).max() > 0.5) for x in batches)   # stays on the device
+    print(int(hits))                                       # one sync
+    ```
+    """,
+)
