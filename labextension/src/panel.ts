@@ -1,0 +1,234 @@
+/**
+ * The sidebar panel: a fixed skeleton (status, summary, one collapsible section per list)
+ * whose contents are replaced when the followed client changes. Sections, tables and their
+ * sort/filter/page state persist across reports, so new data does not make the layout jump.
+ */
+
+import { Widget } from '@lumino/widgets';
+
+import { ReportClient } from './client';
+import { h, replaceChildren } from './dom';
+import { DataTable } from './tables';
+import { IModuleRecord, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
+import {
+  MODULE_COLUMNS,
+  RevealHandler,
+  SHAPE_COLUMNS,
+  SYNC_COLUMNS,
+  TENSOR_COLUMNS,
+  cellLabel,
+  renderFindings,
+  renderMemoryTotals,
+  renderSummary,
+  tensorRowClass,
+  tensorRowTitle
+} from './views';
+
+export const PANEL_ID = 'torchmagic-sidebar';
+
+/** The piece of a client the panel reads; a ReportClient or a test double. */
+export type PanelSource = Pick<ReportClient, 'state' | 'cells' | 'latest' | 'truncated' | 'unloaded' | 'kernelName' | 'changed'>;
+
+interface ISection {
+  details: HTMLDetailsElement;
+  count: HTMLSpanElement;
+  body: HTMLDivElement;
+}
+
+export class TorchmagicPanel extends Widget {
+  constructor(options: { reveal?: RevealHandler | null; pageSize?: number } = {}) {
+    super();
+    this.id = PANEL_ID;
+    this.addClass('tm-Panel');
+    this.title.caption = 'torchmagic';
+    this._reveal = options.reveal ?? null;
+    const pageSize = options.pageSize ?? 50;
+
+    this._status = h('div', { className: 'tm-Status', 'aria-live': 'polite' });
+    this._summary = h('div', { className: 'tm-SummaryBox' });
+    this._errors = h('div', { className: 'tm-Errors' });
+    const header = h('header', { className: 'tm-Header' }, h('h3', { className: 'tm-Title' }, 'torchmagic'), this._status, this._summary, this._errors);
+    this._content = h('div', { className: 'tm-Content' });
+
+    this._findings = this._section('findings', 'Findings', true);
+    this._tensors = this._section('tensors', 'Tensors', true);
+    this._modules = this._section('modules', 'Modules', false);
+    this._shapes = this._section('shapes', 'Shape trace', false);
+    this._syncs = this._section('syncs', 'Sync stalls', false);
+
+    this._totals = h('div', { className: 'tm-TotalsBox' });
+    this._tensorTable = new DataTable<ITensorRecord>({
+      label: 'Tensors',
+      columns: TENSOR_COLUMNS,
+      filterable: true,
+      pageSize,
+      sort: null,
+      emptyText: 'No tensors in the namespace',
+      rowClass: tensorRowClass,
+      rowTitle: tensorRowTitle
+    });
+    this._tensors.body.append(this._totals, this._tensorTable.node);
+    this._moduleTable = new DataTable<IModuleRecord>({ label: 'Modules', columns: MODULE_COLUMNS, filterable: true, pageSize, emptyText: 'No modules in the namespace' });
+    this._modules.body.appendChild(this._moduleTable.node);
+    this._shapeTable = new DataTable<IShapeRecord>({ label: 'Shape trace', columns: SHAPE_COLUMNS, filterable: true, pageSize, emptyText: 'No forward passes in the last checked cell' });
+    this._shapes.body.appendChild(this._shapeTable.node);
+    this._syncTable = new DataTable<ISyncRecord>({
+      label: 'Sync stalls',
+      columns: SYNC_COLUMNS,
+      pageSize,
+      sort: { column: 'seconds', descending: true },
+      emptyText: 'No synchronisations in the last checked cell'
+    });
+    this._syncs.body.appendChild(this._syncTable.node);
+
+    this._content.append(this._findings.details, this._tensors.details, this._modules.details, this._shapes.details, this._syncs.details);
+    this.node.append(header, this._content);
+    this.render();
+  }
+
+  get source(): PanelSource | null {
+    return this._source;
+  }
+
+  /** Follow another notebook's client (null: no notebook). */
+  setSource(source: PanelSource | null): void {
+    if (source === this._source) {
+      return;
+    }
+    this._source?.changed.disconnect(this._onChanged, this);
+    this._source = source;
+    source?.changed.connect(this._onChanged, this);
+    this.render();
+  }
+
+  setReveal(reveal: RevealHandler | null): void {
+    this._reveal = reveal;
+    this.render();
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this._source?.changed.disconnect(this._onChanged, this);
+    this._source = null;
+    super.dispose();
+  }
+
+  /** Re-render from the source; cheap enough to call on every report. */
+  render(): void {
+    const source = this._source;
+    const state = source ? source.state : 'no-kernel';
+    const latest = source?.latest ?? null;
+    const attached = !!source && state === 'attached';
+    this.node.dataset.state = source ? state : 'no-notebook';
+    replaceChildren(this._status, ...this._statusContent(source));
+
+    if (attached && latest) {
+      const cell = source!.cells[0];
+      replaceChildren(
+        this._summary,
+        h('div', { className: 'tm-SummaryCell' }, `Last checked: ${cellLabel(cell)}`, latest.elapsed_s !== undefined ? ` · ran ${formatElapsed(latest.elapsed_s)}` : ''),
+        renderSummary(latest)
+      );
+    } else {
+      replaceChildren(this._summary);
+    }
+    const errors = attached && latest ? latest.errors ?? [] : [];
+    const truncated = attached ? Object.entries(source!.truncated) : [];
+    replaceChildren(
+      this._errors,
+      ...errors.map(e => h('div', { className: 'tm-Error', title: 'An internal problem of torchmagic itself' }, `torchmagic: ${e}`)),
+      ...truncated.map(([list, n]) => h('div', { className: 'tm-Note' }, `Showing the first rows of ${n} ${list}: the kernel sends a limited number.`))
+    );
+
+    this._content.hidden = !(attached && latest);
+    const cells = attached ? source!.cells.slice() : [];
+    replaceChildren(this._findings.body, renderFindings(cells, this._reveal));
+    const findingCount = cells.reduce((n, c) => n + (c.report.findings ?? []).length, 0);
+    this._findings.count.textContent = String(findingCount);
+
+    const tensors = latest && attached ? latest.tensors ?? [] : [];
+    replaceChildren(this._totals, latest && attached ? renderMemoryTotals(latest) : null);
+    this._tensorTable.setRows(tensors);
+    this._tensors.count.textContent = String(tensors.length);
+    const modules = latest && attached ? latest.modules ?? [] : [];
+    this._moduleTable.setRows(modules);
+    this._modules.count.textContent = String(modules.length);
+    const shapes = latest && attached ? latest.shape_trace ?? [] : [];
+    this._shapeTable.setRows(shapes);
+    this._shapes.count.textContent = String(shapes.length);
+    const syncs = latest && attached ? latest.syncs ?? [] : [];
+    this._syncTable.setRows(syncs);
+    this._syncs.count.textContent = String(syncs.reduce((n, s) => n + (s.count || 0), 0));
+  }
+
+  private _statusContent(source: PanelSource | null): (Node | string)[] {
+    const code = (text: string) => h('code', {}, text);
+    if (!source) {
+      return [h('p', {}, 'Open a notebook to see what torchmagic finds in its cells.')];
+    }
+    const kernel = source.kernelName ? h('span', { className: 'tm-Kernel' }, source.kernelName) : null;
+    switch (source.state) {
+      case 'no-kernel':
+        return [h('p', {}, 'This notebook has no kernel.')];
+      case 'connecting':
+        return [h('p', {}, 'Connecting to the kernel…')];
+      case 'not-loaded':
+        return [
+          h(
+            'p',
+            { className: 'tm-LoadHint' },
+            source.unloaded ? 'torchmagic was unloaded from this kernel. Run ' : 'torchmagic is not loaded in this kernel. Run ',
+            code('%load_ext torchmagic'),
+            ' in a cell, then check a cell with ',
+            code('%%torchcheck'),
+            '.'
+          )
+        ];
+      case 'restarting':
+        return [h('p', {}, 'The kernel is restarting…')];
+      case 'dead':
+        return [h('p', {}, 'The kernel has died. Restart it, then run ', code('%load_ext torchmagic'), '.')];
+      case 'attached':
+        if (!source.latest) {
+          return [h('p', {}, 'torchmagic is loaded. Run a cell starting with ', code('%%torchcheck'), ' to see its report here.'), kernel ?? ''];
+        }
+        return [];
+    }
+    return [];
+  }
+
+  private _section(key: string, title: string, open: boolean): ISection {
+    const count = h('span', { className: 'tm-Section-count' }, '0');
+    const details = h('details', { className: 'tm-Section', 'data-section': key, open }, h('summary', { className: 'tm-Section-title' }, h('span', {}, title), count));
+    const body = h('div', { className: 'tm-Section-body' });
+    details.appendChild(body);
+    return { details, count, body };
+  }
+
+  private _onChanged(): void {
+    this.render();
+  }
+
+  private _source: PanelSource | null = null;
+  private _reveal: RevealHandler | null;
+  private _status: HTMLDivElement;
+  private _summary: HTMLDivElement;
+  private _errors: HTMLDivElement;
+  private _content: HTMLDivElement;
+  private _findings: ISection;
+  private _tensors: ISection;
+  private _modules: ISection;
+  private _shapes: ISection;
+  private _syncs: ISection;
+  private _totals: HTMLDivElement;
+  private _tensorTable: DataTable<ITensorRecord>;
+  private _moduleTable: DataTable<IModuleRecord>;
+  private _shapeTable: DataTable<IShapeRecord>;
+  private _syncTable: DataTable<ISyncRecord>;
+}
+
+function formatElapsed(s: number): string {
+  return s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(2)} s`;
+}

@@ -1,0 +1,274 @@
+/**
+ * Renderers of one report (or the recent checked cells) into DOM nodes: the summary line,
+ * the findings grouped by cell, and the column sets of the record tables. Pure functions of
+ * their input; text goes in with `textContent` only (see dom.ts).
+ */
+
+import { h } from './dom';
+import { formatBytes, formatCount, formatSeconds, formatShape, formatShapes, plural } from './format';
+import { IColumn } from './tables';
+import { ICheckedCell, IFinding, IModuleRecord, IReport, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
+
+const SEVERITIES = ['error', 'warning', 'info'];
+
+export function severityOf(finding: IFinding): string {
+  return SEVERITIES.includes(finding.severity) ? finding.severity : 'info';
+}
+
+export function countFindings(findings: IFinding[] | undefined): { [severity: string]: number } {
+  const counts: { [severity: string]: number } = { error: 0, warning: 0, info: 0 };
+  for (const finding of findings ?? []) {
+    counts[severityOf(finding)]++;
+  }
+  return counts;
+}
+
+/** Bytes of live tensors per device; the kernel's figure (storages counted once) when it sent one. */
+export function memoryByDevice(report: IReport): { [device: string]: number } {
+  if (report.memory_by_device && typeof report.memory_by_device === 'object') {
+    return report.memory_by_device;
+  }
+  const totals: { [device: string]: number } = {};
+  const seen = new Set<string>();
+  for (const t of report.tensors ?? []) {
+    if (t.storage_key) {
+      if (seen.has(t.storage_key)) {
+        continue;
+      }
+      seen.add(t.storage_key);
+    }
+    totals[t.device] = (totals[t.device] ?? 0) + (t.nbytes || 0);
+  }
+  return totals;
+}
+
+export function cellLabel(cell: { executionCount?: number | null; cellId?: string | null }): string {
+  const count = cell.executionCount;
+  return count === null || count === undefined ? 'Cell [ ]' : `Cell [${count}]`;
+}
+
+/**
+ * The summary line: findings by severity · N syncs · X s waited · memory by device.
+ */
+export function renderSummary(report: IReport): HTMLElement {
+  const counts = countFindings(report.findings);
+  const syncCount = (report.syncs ?? []).reduce((n, s) => n + (s.count || 0), 0);
+  const memory = memoryByDevice(report);
+  const devices = Object.keys(memory).sort();
+
+  const parts: HTMLElement[] = [];
+  const findings = h('span', { className: 'tm-Summary-part tm-Summary-findings' });
+  for (const severity of SEVERITIES) {
+    findings.appendChild(
+      h(
+        'span',
+        { className: `tm-Badge tm-mod-${severity}${counts[severity] ? '' : ' tm-mod-zero'}`, title: plural(counts[severity], severity) },
+        `${counts[severity]} ${severity === 'error' ? 'E' : severity === 'warning' ? 'W' : 'I'}`
+      )
+    );
+  }
+  parts.push(findings);
+  parts.push(
+    h(
+      'span',
+      { className: 'tm-Summary-part tm-Summary-syncs', title: 'CPU–GPU synchronisations while the cell ran, and the time the CPU waited' },
+      `${plural(syncCount, 'sync')} · ${formatSeconds(report.sync_s ?? 0)} waited`
+    )
+  );
+  parts.push(
+    h(
+      'span',
+      { className: 'tm-Summary-part tm-Summary-memory', title: 'Memory of live tensors by device (shared storages counted once)' },
+      devices.length ? devices.map(d => `${d} ${formatBytes(memory[d])}`).join(' · ') : 'no tensors'
+    )
+  );
+  const node = h('div', { className: 'tm-Summary', role: 'status' });
+  parts.forEach((part, i) => {
+    if (i > 0) {
+      node.appendChild(h('span', { className: 'tm-Summary-sep', 'aria-hidden': 'true' }, '|'));
+    }
+    node.appendChild(part);
+  });
+  return node;
+}
+
+export type RevealHandler = (cellId: string, finding: IFinding) => void;
+
+/**
+ * Findings of the recent checked cells, newest cell first, grouped by cell. A finding of a
+ * cell with a `cell_id` is a button that reveals that cell.
+ */
+export function renderFindings(cells: ICheckedCell[], onReveal: RevealHandler | null): HTMLElement {
+  const node = h('div', { className: 'tm-Findings' });
+  const withFindings = cells.filter(c => (c.report.findings ?? []).length > 0);
+  if (withFindings.length === 0) {
+    node.appendChild(
+      h('p', { className: 'tm-Empty' }, cells.length ? `No findings in the last ${plural(cells.length, 'checked cell')}.` : 'No findings.')
+    );
+    return node;
+  }
+  for (const cell of withFindings) {
+    const findings = cell.report.findings ?? [];
+    const counts = countFindings(findings);
+    const group = h('section', { className: 'tm-FindingGroup', 'data-cell-id': cell.cellId ?? null });
+    group.appendChild(
+      h(
+        'h4',
+        { className: 'tm-FindingGroup-title' },
+        h('span', {}, cellLabel(cell)),
+        h(
+          'span',
+          { className: 'tm-FindingGroup-counts' },
+          SEVERITIES.filter(s => counts[s])
+            .map(s => plural(counts[s], s))
+            .join(', ')
+        )
+      )
+    );
+    const list = h('ul', { className: 'tm-FindingList' });
+    for (const finding of findings) {
+      list.appendChild(h('li', {}, renderFinding(finding, cell.cellId ?? null, onReveal)));
+    }
+    group.appendChild(list);
+    node.appendChild(group);
+  }
+  return node;
+}
+
+export function renderFinding(finding: IFinding, cellId: string | null, onReveal: RevealHandler | null): HTMLElement {
+  const severity = severityOf(finding);
+  const where =
+    finding.line !== null && finding.line !== undefined
+      ? `line ${finding.line}${finding.col !== null && finding.col !== undefined ? `:${finding.col + 1}` : ''}`
+      : finding.object
+        ? String(finding.object)
+        : '';
+  const clickable = !!(cellId && onReveal);
+  const node = h(clickable ? 'button' : 'div', {
+    className: `tm-Finding tm-mod-${severity}${clickable ? ' tm-mod-clickable' : ''}`,
+    type: clickable ? 'button' : null,
+    title: clickable ? 'Show this cell' : null,
+    'data-rule': finding.rule
+  });
+  node.appendChild(
+    h(
+      'span',
+      { className: 'tm-Finding-head' },
+      h('span', { className: `tm-Badge tm-mod-${severity}` }, finding.rule),
+      finding.name ? h('span', { className: 'tm-Finding-name' }, finding.name) : null,
+      where ? h('span', { className: 'tm-Finding-where' }, where) : null
+    )
+  );
+  node.appendChild(h('span', { className: 'tm-Finding-message' }, finding.message ?? ''));
+  if (finding.hint) {
+    node.appendChild(h('span', { className: 'tm-Finding-hint' }, finding.hint));
+  }
+  if (clickable) {
+    node.addEventListener('click', () => onReveal!(cellId!, finding));
+  }
+  return node;
+}
+
+/** "cpu 48 B · cuda:0 1.2 MiB" with the number of tensors, above the tensor table. */
+export function renderMemoryTotals(report: IReport): HTMLElement {
+  const memory = memoryByDevice(report);
+  const counts: { [device: string]: number } = {};
+  for (const t of report.tensors ?? []) {
+    counts[t.device] = (counts[t.device] ?? 0) + 1;
+  }
+  const devices = Array.from(new Set([...Object.keys(memory), ...Object.keys(counts)])).sort();
+  const node = h('div', { className: 'tm-Totals' });
+  if (devices.length === 0) {
+    return node;
+  }
+  for (const device of devices) {
+    node.appendChild(
+      h(
+        'span',
+        { className: 'tm-Totals-device', 'data-device': device },
+        h('span', { className: 'tm-Totals-name' }, device),
+        ` ${formatBytes(memory[device] ?? 0)} in ${plural(counts[device] ?? 0, 'tensor')}`
+      )
+    );
+  }
+  const mem = report.memory;
+  if (mem && (mem.peak !== null && mem.peak !== undefined)) {
+    node.appendChild(
+      h('span', { className: 'tm-Totals-device', title: 'Allocator peak while the cell ran' }, `${mem.device ?? ''} peak ${formatBytes(mem.peak)}`)
+    );
+  }
+  return node;
+}
+
+export const TENSOR_COLUMNS: IColumn<ITensorRecord>[] = [
+  { id: 'name', label: 'Name', value: t => t.name, width: '28%' },
+  { id: 'shape', label: 'Shape', value: t => (t.shape ?? []).reduce((a, b) => a * b, 1), text: t => formatShape(t.shape), width: '22%' },
+  { id: 'dtype', label: 'dtype', value: t => t.dtype, width: '15%' },
+  { id: 'device', label: 'Device', value: t => t.device, width: '13%' },
+  { id: 'nbytes', label: 'Size', value: t => t.nbytes, text: t => formatBytes(t.nbytes), numeric: true, width: '14%' },
+  {
+    id: 'grad',
+    label: 'Grad',
+    title: 'requires_grad (and grad_fn)',
+    value: t => (t.grad_fn ? `${t.grad_fn}` : t.requires_grad ? 'yes' : ''),
+    width: '8%'
+  }
+];
+
+export function tensorRowClass(t: ITensorRecord): string {
+  return [t.changed ? 'tm-mod-changed' : '', t.is_view ? 'tm-mod-view' : ''].filter(Boolean).join(' ');
+}
+
+export function tensorRowTitle(t: ITensorRecord): string {
+  const notes = [t.changed ? 'created or rebound by the last checked cell' : '', t.is_view ? 'a view: shares storage' : '', t.grad_fn ? `grad_fn ${t.grad_fn}` : ''];
+  return notes.filter(Boolean).join('; ');
+}
+
+export const MODULE_COLUMNS: IColumn<IModuleRecord>[] = [
+  { id: 'name', label: 'Name', value: m => m.name, width: '24%' },
+  { id: 'type', label: 'Type', value: m => m.type, width: '20%' },
+  { id: 'params', label: 'Params', value: m => m.params, text: m => formatCount(m.params), numeric: true, width: '14%' },
+  {
+    id: 'trainable',
+    label: 'Train.',
+    title: 'Trainable parameters',
+    value: m => m.trainable,
+    text: m => formatCount(m.trainable),
+    numeric: true,
+    width: '12%'
+  },
+  { id: 'devices', label: 'Device', value: m => (m.devices ?? []).join(', '), width: '10%' },
+  { id: 'mode', label: 'Mode', value: m => (m.training ? 'train' : 'eval'), width: '8%' },
+  { id: 'nbytes', label: 'Size', value: m => m.nbytes, text: m => formatBytes(m.nbytes), numeric: true, width: '12%' }
+];
+
+export const SHAPE_COLUMNS: IColumn<IShapeRecord>[] = [
+  {
+    id: 'module',
+    label: 'Module',
+    value: s => s.module,
+    text: s => `${'· '.repeat(Math.max(0, Math.min(s.depth ?? 0, 8)))}${s.module}`,
+    width: '28%'
+  },
+  { id: 'type', label: 'Type', value: s => s.type, width: '18%' },
+  { id: 'inputs', label: 'In', value: s => formatShapes(s.inputs), width: '20%', sortable: false },
+  { id: 'outputs', label: 'Out', value: s => formatShapes(s.outputs), width: '20%', sortable: false },
+  { id: 'calls', label: 'Calls', value: s => s.calls, numeric: true, width: '14%' }
+];
+
+export const SYNC_COLUMNS: IColumn<ISyncRecord>[] = [
+  { id: 'line', label: 'Line', value: s => s.line, numeric: true, width: '12%' },
+  { id: 'code', label: 'Code', value: s => s.code ?? '', width: '44%' },
+  { id: 'count', label: 'Syncs', value: s => s.count, text: s => formatCount(s.count), numeric: true, width: '14%' },
+  { id: 'seconds', label: 'Waited', value: s => s.seconds, text: s => formatSeconds(s.seconds), numeric: true, width: '16%' },
+  {
+    id: 'ops',
+    label: 'Ops',
+    value: s =>
+      Object.entries(s.ops ?? {})
+        .map(([op, n]) => `${op}×${n}`)
+        .join(', '),
+    width: '14%',
+    sortable: false
+  }
+];
