@@ -540,11 +540,16 @@ class SyncProbe:
         self._ledger = ledger = _Ledger(run)
         traced: frozenset[str] = frozenset()
         try:
-            if "cuda" in devices and self._cuda_available():
-                backend = CudaSyncBackend(ledger, self._drain, self._activate_once)
-                self._backend = backend
-                backend.install()
-                traced = frozenset({"cuda"})
+            if "cuda" in devices:
+                if self._cuda_available():
+                    backend = CudaSyncBackend(ledger, self._drain, self._activate_once)
+                    self._backend = backend
+                    backend.install()
+                    traced = frozenset({"cuda"})
+                else:  # no CUDA tensor can exist: nothing to time, no per-op cost
+                    devices = devices - {"cuda"}
+            if not devices:
+                return
             mode = _SyncMode(ledger, devices - traced, traced, self._backend)
             torch._C._push_on_torch_function_stack(mode)
             self._mode = mode

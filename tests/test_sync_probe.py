@@ -1,0 +1,417 @@
+"""The sync probe in a real InteractiveShell with real torch.
+
+`sync_devices = ["cpu"]` makes CPU tensors stand in for device tensors, so the portable
+backend and the whole attribution/report path run here. The CUDA backend's Python path is
+driven the way c10 drives it: by firing `torch.cuda._gpu_trace`'s synchronisation callbacks
+from cell code, with an injected drain (there is nothing to drain on a CPU).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.cuda._gpu_trace as gpu_trace
+from IPython.utils.capture import capture_output
+
+import torchmagic
+from torchmagic.runtime import CellRun
+from torchmagic.runtime import sync as sync_mod
+from torchmagic.runtime.sync import CudaSyncBackend, SyncProbe, _Ledger, _SyncMode
+
+SYNC_CALLBACKS = (
+    gpu_trace.DeviceSynchronizationCallbacks,
+    gpu_trace.StreamSynchronizationCallbacks,
+    gpu_trace.EventSynchronizationCallbacks,
+)
+
+
+@pytest.fixture
+def cpu_shell(shell):
+    shell.run_cell("%config TorchCheck.sync_devices = ['cpu']", store_history=False)
+    shell.run_cell("import torch", store_history=True)
+    yield shell
+    shell.run_cell("%config TorchCheck.sync_devices = ['cuda']", store_history=False)
+
+
+def checked(shell, body: str):
+    """Run `body` as a %%torchcheck cell; its line N is body line N - 1."""
+    with capture_output() as cap:
+        result = shell.run_cell("%%torchcheck\n" + body, store_history=True)
+    return result, torchmagic.last_report(), cap
+
+
+def syncs_by_line(report) -> dict[int, object]:
+    return {s.line: s for s in report.syncs}
+
+
+def assert_probe_gone() -> None:
+    assert not torch._C._is_torch_function_mode_enabled()
+    stack = torch.overrides._get_current_function_mode_stack()
+    assert not any(isinstance(m, _SyncMode) for m in stack)
+    for registry in SYNC_CALLBACKS:
+        assert not any(
+            getattr(cb, "__self__", None).__class__ is CudaSyncBackend for cb in registry.callback_list
+        )
+
+
+# --- attribution -------------------------------------------------------------------------------
+
+
+def test_item_in_loop_reports_count_50_at_its_line(cpu_shell) -> None:
+    _, report, _ = checked(
+        cpu_shell,
+        "x = torch.randn(100)\ntotal = 0.0\nfor i in range(50):\n    total += x[i].item()\ntotal\n",
+    )
+    rec = syncs_by_line(report)[5]
+    assert rec.count == 50
+    assert rec.ops == {"Tensor.item": 50}
+    assert rec.code == "total += x[i].item()"
+    assert [s.line for s in report.syncs] == [5]
+    assert report.sync_s == pytest.approx(rec.seconds)
+    assert rec.seconds > 0
+    assert report.to_dict()["syncs"][0]["count"] == 50
+
+
+def test_print_in_loop_attributed_to_the_print_line(cpu_shell) -> None:
+    _, report, cap = checked(cpu_shell, "t = torch.arange(3)\nfor _ in range(4):\n    print(t)\n")
+    assert cap.stdout.count("tensor([0, 1, 2])") == 4
+    assert [(s.line, s.count, s.ops) for s in report.syncs] == [(4, 4, {"Tensor.__repr__": 4})]
+
+
+def test_function_from_earlier_cell_is_attributed_to_the_calling_line(cpu_shell) -> None:
+    cpu_shell.run_cell("def as_list(t):\n    out = t.tolist()\n    return out\n", store_history=True)
+    _, report, _ = checked(cpu_shell, "x = torch.ones(3)\n\nvals = as_list(x)\n")
+    assert [(s.line, s.count, s.ops, s.code) for s in report.syncs] == [
+        (4, 1, {"Tensor.tolist": 1}, "vals = as_list(x)")
+    ]
+
+
+def test_function_defined_in_the_cell_is_attributed_to_its_own_line(cpu_shell) -> None:
+    _, report, _ = checked(cpu_shell, "def f(t):\n    return t.sum().item()\n\nf(torch.ones(2))\n")
+    assert [(s.line, s.count) for s in report.syncs] == [(3, 1)]
+
+
+def test_cell_without_syncs_reports_none(cpu_shell) -> None:
+    _, report, _ = checked(
+        cpu_shell,
+        "a = torch.randn(8, 8)\nb = (a @ a).relu()\nc = a[0] + a[1:3].sum(0)\n"
+        "d = a.to(torch.float64)\ne = torch.where(a > 0, a, -a)\nf = a.repeat_interleave(2)\n"
+        "g = a[torch.tensor([0, 2])]\n",
+    )
+    assert report.syncs == []
+    assert report.sync_s == 0.0
+    assert not [f for f in report.findings if f.rule == "TM303"]
+
+
+COVERAGE = """\
+x = torch.tensor([3.0, -1.0, 2.0, 2.0])
+m = x > 0
+a = float(x[0])
+b = int(x[0])
+c = bool(x[0])
+if x[0] > 0:
+    pass
+n = 0
+while x[n] > 0:
+    n += 1
+assert x.sum() > 0
+d = x.tolist()
+e = x.cpu()
+f = x.to("cpu")
+g = x.nonzero()
+h = x[m]
+i = x.masked_select(m)
+y = x.clone()
+y[m] = 0.0
+y.index_put_((m,), torch.tensor(1.0))
+j = torch.unique(x)
+k = x.repeat_interleave(torch.tensor([1, 2, 1, 1]))
+r = repr(x)
+s = f"{x[0]:.1f}"
+t = torch.nonzero(m)
+u = torch.where(m)
+v = "%s" % x
+"""
+
+
+def test_each_sync_prone_call_is_seen_at_its_line(cpu_shell) -> None:
+    _, report, _ = checked(cpu_shell, COVERAGE)
+    ops = {s.line: s.ops for s in report.syncs}
+    expected = {
+        4: "Tensor.__float__",
+        5: "Tensor.__int__",
+        6: "Tensor.__bool__",
+        7: "Tensor.__bool__",
+        10: "Tensor.__bool__",
+        12: "Tensor.__bool__",
+        13: "Tensor.tolist",
+        14: "Tensor.cpu",
+        15: "Tensor.to",
+        16: "Tensor.nonzero",
+        17: "Tensor.__getitem__",
+        18: "Tensor.masked_select",
+        20: "Tensor.__setitem__",
+        21: "Tensor.index_put_",
+        22: "torch.unique",
+        23: "Tensor.repeat_interleave",
+        24: "Tensor.__repr__",
+        25: "Tensor.__format__",
+        26: "torch.nonzero",
+        27: "torch.where",
+        28: "Tensor.__repr__",
+    }
+    for line, op in expected.items():
+        assert op in ops.get(line, {}), (line, op, ops.get(line))
+    assert ops[10] == {"Tensor.__bool__": 2}  # one iteration true, then false
+    assert set(ops) == set(expected)  # nothing charged to lines that do not sync
+
+
+def test_results_are_unchanged(cpu_shell) -> None:
+    code = "x = torch.linspace(-1, 1, 7)\nres = (x[x > 0].tolist(), float(x.sum()), repr(x), x.unique().tolist())\n"
+    cpu_shell.run_cell("# plain\n" + code, store_history=True)
+    plain = cpu_shell.user_ns["res"]
+    checked(cpu_shell, code)
+    assert cpu_shell.user_ns["res"] == plain
+
+
+# --- TM303 ------------------------------------------------------------------------------------
+
+SLOW = "x = torch.randn(2_000_000)\nfor _ in range(3):\n    u = torch.unique(x)\ny = x.sum()\n"
+
+
+def test_TM303_flags_line_that_waits_long(cpu_shell) -> None:
+    _, report, _ = checked(cpu_shell, SLOW)
+    rec = syncs_by_line(report)[4]
+    assert rec.seconds > 0.005
+    stalls = [f for f in report.findings if f.rule == "TM303"]
+    assert [f.line for f in stalls] == [4]
+    f = stalls[0]
+    assert f.source == "runtime" and f.severity == "warning"
+    assert "3 times" in f.message and "ms" in f.message and "torch.unique(x)" in f.message
+
+
+def test_TM303_ignores_lines_below_threshold(cpu_shell) -> None:
+    cpu_shell.run_cell("%config TorchCheck.sync_threshold_s = 10.0", store_history=False)
+    try:
+        _, report, _ = checked(cpu_shell, SLOW)
+    finally:
+        cpu_shell.run_cell("%config TorchCheck.sync_threshold_s = 0.005", store_history=False)
+    assert report.syncs
+    assert not [f for f in report.findings if f.rule == "TM303"]
+
+
+def test_TM303_ignores_quick_syncs(cpu_shell) -> None:
+    _, report, _ = checked(cpu_shell, "x = torch.ones(3)\nfor i in range(3):\n    x[i].item()\n")
+    assert report.syncs and not [f for f in report.findings if f.rule == "TM303"]
+
+
+# --- never left behind ------------------------------------------------------------------------
+
+
+def test_exception_leaves_no_probe_and_warnings_filters_unchanged(cpu_shell) -> None:
+    filters = list(warnings.filters)
+    result, report, _ = checked(cpu_shell, "x = torch.ones(2)\nx[0].item()\nraise ValueError('boom')\n")
+    assert isinstance(result.error_in_exec, ValueError)
+    assert [(s.line, s.count) for s in report.syncs] == [(3, 1)]
+    assert_probe_gone()
+    assert warnings.filters == filters
+
+
+def test_error_inside_sync_op_propagates_unchanged(cpu_shell) -> None:
+    result, report, _ = checked(cpu_shell, "x = torch.ones(2)\nbool(x)\n")
+    assert isinstance(result.error_in_exec, RuntimeError)
+    assert "ambiguous" in str(result.error_in_exec)
+    assert_probe_gone()
+
+
+def test_keyboard_interrupt_during_sync_loop_leaves_no_probe(cpu_shell) -> None:
+    filters = list(warnings.filters)
+    result, report, _ = checked(
+        cpu_shell,
+        "import _thread, threading\nx = torch.ones(4)\n"
+        "threading.Timer(0.05, _thread.interrupt_main).start()\n"
+        "while True:\n    x[1].item()\n",
+    )
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    assert syncs_by_line(report)[6].count > 10
+    assert_probe_gone()
+    assert warnings.filters == filters
+    assert torch.ones(2).tolist() == [1.0, 1.0]
+
+
+def test_user_mode_left_on_stack_is_kept(cpu_shell) -> None:
+    _, report, _ = checked(
+        cpu_shell,
+        "from torch.overrides import TorchFunctionMode\n"
+        "class Mine(TorchFunctionMode):\n"
+        "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+        "        return func(*args, **(kwargs or {}))\n"
+        "mine = Mine()\nmine.__enter__()\ntorch.ones(1).item()\n",
+    )
+    try:
+        stack = torch.overrides._get_current_function_mode_stack()
+        assert stack == [cpu_shell.user_ns["mine"]]
+    finally:
+        cpu_shell.user_ns["mine"].__exit__(None, None, None)
+    assert_probe_gone()
+    # Mine runs above the probe and passes the call on, so the probe still saw it, at the
+    # innermost cell frame: Mine's handler (line 5), which made the call.
+    assert [(s.line, s.count) for s in report.syncs] == [(5, 1)]
+
+
+def test_default_cuda_devices_install_nothing_without_a_gpu(shell) -> None:
+    shell.run_cell("import torch", store_history=True)
+    seen = []
+    cell = "%%torchcheck\nimport torch\nseen.append(torch._C._is_torch_function_mode_enabled())\ntorch.ones(2).sum().item()\n"
+    shell.user_ns["seen"] = seen
+    shell.run_cell(cell, store_history=True)
+    if not torch.cuda.is_available():
+        assert seen == [False]
+        assert torchmagic.last_report().syncs == []
+
+
+def test_probe_is_active_only_during_checked_cells(cpu_shell) -> None:
+    seen = []
+    cpu_shell.user_ns["seen"] = seen
+    cpu_shell.run_cell("seen.append(torch._C._is_torch_function_mode_enabled())", store_history=True)
+    checked(cpu_shell, "seen.append(torch._C._is_torch_function_mode_enabled())\n")
+    assert seen == [False, True]
+    assert_probe_gone()
+
+
+# --- the CUDA backend, driven as c10 drives it ------------------------------------------------
+
+
+class FakeDevice:
+    """Stands in for the GPU: each drain 'waits' `wait_s` and, like `torch.cuda.synchronize()`,
+    fires the trace callbacks itself (which the backend must ignore)."""
+
+    def __init__(self, wait_s: float = 0.002) -> None:
+        self.wait_s = wait_s
+        self.calls: list[tuple[str, int | None]] = []
+
+    def drain(self, kind: str, handle: int | None) -> None:
+        self.calls.append((kind, handle))
+        gpu_trace.DeviceSynchronizationCallbacks.fire_callbacks()
+        time.sleep(self.wait_s)
+
+
+def cuda_run(shell, body: str, device: FakeDevice, **config):
+    """Run `body` as a cell under a SyncProbe whose CUDA backend is on, without a GPU."""
+    cfg = SimpleNamespace(sync_devices=["cuda"], sync_threshold_s=0.005, sync_fraction=0.1, **config)
+    probe = SyncProbe(cfg, cuda_drain=device.drain, cuda_available=lambda: True, activate_trace=lambda: None)
+    run = CellRun(shell, cfg, body, execution_count=shell.execution_count)
+    probe.start(run)
+    try:
+        with capture_output():
+            result = shell.run_cell(body, store_history=True)
+    finally:
+        run.report.elapsed_s = time.perf_counter() - run.started
+        probe.stop(run)
+    return result, run.report
+
+
+CUDA_CELL = """\
+import torch.cuda._gpu_trace as gt
+for _ in range(5):
+    gt.StreamSynchronizationCallbacks.fire_callbacks(1234)
+gt.DeviceSynchronizationCallbacks.fire_callbacks()
+gt.EventSynchronizationCallbacks.fire_callbacks(99)
+"""
+
+
+def test_cuda_backend_times_trace_syncs_at_their_lines(shell) -> None:
+    device = FakeDevice(0.002)
+    result, report = cuda_run(shell, CUDA_CELL, device)
+    assert result.error_in_exec is None
+    recs = {s.line: s for s in report.syncs}
+    assert sorted(recs) == [3, 4, 5]
+    assert recs[3].count == 5 and recs[3].ops == {"cudaStreamSynchronize": 5}
+    assert recs[4].ops == {"cudaDeviceSynchronize": 1}
+    assert recs[5].ops == {"cudaEventSynchronize": 1}
+    assert recs[3].seconds >= 5 * 0.002
+    assert recs[3].code == "gt.StreamSynchronizationCallbacks.fire_callbacks(1234)"
+    # One drain per user sync: the drains' own trace callbacks were not counted again.
+    assert device.calls == [("stream", 1234)] * 5 + [("device", None), ("event", 99)]
+    assert report.sync_s == pytest.approx(sum(s.seconds for s in report.syncs))
+    assert_probe_gone()
+
+
+def test_cuda_backend_flags_stall_with_TM303(shell) -> None:
+    _, report = cuda_run(shell, CUDA_CELL, FakeDevice(0.004))
+    stalls = [f for f in report.findings if f.rule == "TM303"]
+    assert [f.line for f in stalls] == [3]
+    assert "5 times" in stalls[0].message
+
+
+def test_cuda_backend_ignores_syncs_from_other_threads(shell) -> None:
+    body = (
+        "import threading, torch.cuda._gpu_trace as gt\n"
+        "th = threading.Thread(target=gt.DeviceSynchronizationCallbacks.fire_callbacks)\n"
+        "th.start(); th.join()\n"
+    )
+    device = FakeDevice(0.0)
+    _, report = cuda_run(shell, body, device)
+    assert report.syncs == [] and device.calls == []
+
+
+def test_cuda_backend_uninstalls_after_exception(shell) -> None:
+    before = [list(r.callback_list) for r in SYNC_CALLBACKS]
+    result, report = cuda_run(shell, CUDA_CELL + "1 / 0\n", FakeDevice(0.0))
+    assert isinstance(result.error_in_exec, ZeroDivisionError)
+    assert len(report.syncs) == 3
+    assert [list(r.callback_list) for r in SYNC_CALLBACKS] == before
+    assert_probe_gone()
+
+
+def test_cuda_backend_charges_drain_to_the_op_the_mode_is_inside(shell, monkeypatch) -> None:
+    """On a GPU the function mode names the op and the trace callback inside it times the wait."""
+
+    def fake_item(t):
+        if torch.overrides.has_torch_function((t,)):
+            return torch.overrides.handle_torch_function(fake_item, (t,), t)
+        gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(5)  # what c10 does in .item()
+        return 0.0
+
+    monkeypatch.setattr(sync_mod, "SYNC_FUNCS", sync_mod.SYNC_FUNCS | {fake_item})
+    monkeypatch.setattr(sync_mod, "_ALWAYS_SET", sync_mod._ALWAYS_SET | {fake_item})
+    monkeypatch.setitem(sync_mod.OP_NAMES, fake_item, "Tensor.item")
+    shell.user_ns["fake_item"] = fake_item
+    run = CellRun(shell, SimpleNamespace(), "x = torch.ones(1)\nfor _ in range(3):\n    fake_item(x)\n")
+    ledger = _Ledger(run)
+    device = FakeDevice(0.001)
+    backend = CudaSyncBackend(ledger, device.drain, activate=lambda: None)
+    # "cpu" plays the traced device here: its syncs are timed by the trace, not by the mode.
+    mode = _SyncMode(ledger, timed=frozenset(), traced=frozenset({"cpu"}), backend=backend)
+    backend.install()
+    torch._C._push_on_torch_function_stack(mode)
+    try:
+        shell.run_cell("import torch\n" + run.raw_cell, store_history=True)
+    finally:
+        sync_mod._remove_mode(mode)
+        backend.uninstall()
+    [rec] = ledger.records(["import torch", *run.lines])
+    assert (rec.line, rec.count, rec.ops) == (4, 3, {"Tensor.item": 3})
+    assert rec.seconds >= 3 * 0.001
+    assert_probe_gone()
+
+
+def test_probe_stop_without_start_is_harmless(shell) -> None:
+    run = CellRun(shell, SimpleNamespace(sync_devices=["cpu"]), "")
+    SyncProbe().stop(run)
+    assert run.report.syncs == []
+
+
+def test_sync_from_another_thread_is_not_charged(cpu_shell) -> None:
+    # Function modes are per thread: a worker's syncs are not the cell's and are not seen.
+    _, report, _ = checked(
+        cpu_shell,
+        "import threading\nx = torch.ones(3)\nth = threading.Thread(target=x.tolist)\nth.start(); th.join()\n",
+    )
+    assert report.syncs == []
+    assert threading.active_count() >= 1
