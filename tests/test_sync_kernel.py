@@ -1,0 +1,83 @@
+"""The sync probe in a real ipykernel: cells are temp files (/tmp/ipykernel_N/HASH.py) there."""
+
+from __future__ import annotations
+
+import json
+import queue
+from typing import Any
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def execute(kc: Any, code: str) -> tuple[dict[str, Any], str]:
+    """Run `code`; return the execute_reply content and the cell's stdout."""
+    msg_id = kc.execute(code)
+    reply = kc.get_shell_msg(timeout=TIMEOUT)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=TIMEOUT)
+    out = []
+    while True:
+        try:
+            msg = kc.get_iopub_msg(timeout=TIMEOUT)
+        except queue.Empty:
+            break
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+        if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+            out.append(msg["content"]["text"])
+    return reply["content"], "".join(out)
+
+
+def last_report(kc: Any) -> dict[str, Any]:
+    reply, out = execute(kc, "import json, torchmagic\nprint(json.dumps(torchmagic.last_report().to_dict()))")
+    assert reply["status"] == "ok", reply
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_kernel_reports_item_loop_and_earlier_cell_function(kernel) -> None:
+    setup = (
+        "%load_ext torchmagic\n%config TorchCheck.display = 'none'\n"
+        "%config TorchCheck.sync_devices = ['cpu']\n"
+    )
+    reply, _ = execute(kernel, setup)
+    assert reply["status"] == "ok", reply
+    reply, _ = execute(kernel, "import torch\ndef as_list(t):\n    return t.tolist()\n")
+    assert reply["status"] == "ok"
+    cell = (
+        "%%torchcheck\nx = torch.randn(64)\ntotal = 0.0\nfor i in range(50):\n"
+        "    total += x[i].item()\nvals = as_list(x)\nprint('done')\n"
+    )
+    reply, out = execute(kernel, cell)
+    assert reply["status"] == "ok", reply
+    assert out == "done\n"
+    syncs = last_report(kernel)["syncs"]
+    assert [(s["line"], s["count"], s["ops"], s["code"]) for s in syncs] == [
+        (5, 50, {"Tensor.item": 50}, "total += x[i].item()"),
+        (6, 1, {"Tensor.tolist": 1}, "vals = as_list(x)"),
+    ]
+    # nothing left active in the kernel after the checked cell
+    reply, out = execute(kernel, "print(torch._C._is_torch_function_mode_enabled())")
+    assert out.strip() == "False"
+
+
+def test_kernel_error_cell_reports_syncs_and_cleans_up(kernel) -> None:
+    reply, _ = execute(kernel, "%%torchcheck\nx = torch.ones(3)\nx[0].item()\nraise ValueError('x')\n")
+    assert reply["status"] == "error"
+    assert [(s["line"], s["count"]) for s in last_report(kernel)["syncs"]] == [(3, 1)]
+    reply, out = execute(kernel, "print(torch._C._is_torch_function_mode_enabled())")
+    assert out.strip() == "False"
