@@ -1,0 +1,125 @@
+"""Where in the cell a live object came from, and which cell line is running now.
+
+Cells run natively (the `%%torchcheck` line is commented out by the extension), so a frame's
+line number in the cell's code is the editor's line.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..lint.source import prepare
+
+# Methods that grow or rebind the contents of a container named in the cell.
+_MUTATORS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "__setitem__"})
+
+
+@dataclass
+class CellNames:
+    """Top-level names the cell binds (`assigned`) or fills (`mutated`), with the last line."""
+
+    assigned: dict[str, int] = field(default_factory=dict)
+    mutated: dict[str, int] = field(default_factory=dict)
+    parsed: bool = True
+
+    def line_of(self, name: str) -> int | None:
+        """The line that assigned `name` (a dotted/indexed name's root), else the line that filled it."""
+        root = root_name(name)
+        line = self.assigned.get(root)
+        return line if line is not None else self.mutated.get(root)
+
+
+def root_name(name: str) -> str:
+    for i, ch in enumerate(name):
+        if ch in ".[":
+            return name[:i]
+    return name
+
+
+def cell_names(raw_cell: str) -> CellNames:
+    """Names bound at the cell's top level (not inside functions or classes it defines)."""
+    out = CellNames()
+    try:
+        prep = prepare(raw_cell)
+        if not prep.is_python:
+            out.parsed = False
+            return out
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(prep.python)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        out.parsed = False
+        return out
+    stack: list[ast.AST] = list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.assigned[node.name] = node.lineno
+            continue  # their bodies bind locals
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                _bind(t, node.lineno, out)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            _bind(node.target, node.lineno, out)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            _bind(node.target, node.lineno, out)
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            _bind(node.optional_vars, node.optional_vars.lineno, out)
+        elif isinstance(node, ast.NamedExpr):
+            _bind(node.target, node.lineno, out)
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr in _MUTATORS and isinstance(f.value, ast.Name):
+                out.mutated[f.value.id] = max(out.mutated.get(f.value.id, 0), node.lineno)
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    return out
+
+
+def _bind(target: ast.AST, line: int, out: CellNames) -> None:
+    if isinstance(target, ast.Name):
+        out.assigned[target.id] = line
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            _bind(elt, line, out)
+    elif isinstance(target, ast.Starred):
+        _bind(target.value, line, out)
+    elif isinstance(target, (ast.Subscript, ast.Attribute)):
+        base = target.value
+        while isinstance(base, (ast.Subscript, ast.Attribute)):
+            base = base.value
+        if isinstance(base, ast.Name):
+            out.mutated[base.id] = max(out.mutated.get(base.id, 0), line)
+
+
+def current_cell_line(user_ns: Any) -> int | None:
+    """The cell line running now: the innermost frame in the cell's own code.
+
+    The cell's top-level frame is the outermost `<module>` frame whose globals are the user
+    namespace; functions the cell defined share its file name, so a call inside one of
+    them reports its line there (still a cell line).
+    """
+    try:
+        f = sys._getframe(1)
+    except ValueError:
+        return None
+    frames = []
+    while f is not None:
+        frames.append(f)
+        f = f.f_back
+    cell_file = None
+    for fr in reversed(frames):  # outermost first
+        if fr.f_globals is user_ns and fr.f_code.co_name == "<module>":
+            cell_file = fr.f_code.co_filename
+            break
+    if cell_file is None:
+        return None
+    for fr in frames:  # innermost first
+        if fr.f_code.co_filename == cell_file:
+            return fr.f_lineno
+    return None

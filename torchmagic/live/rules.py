@@ -1,0 +1,310 @@
+"""Live rules: findings about the objects a scan found (TM105, TM106, TM205, TM401).
+
+They read the same transient objects as the scan, through instance dicts and TensorBase
+descriptors only, and return `(finding, object)` pairs so that the caller can remember which
+object a finding was about (weakly) and not repeat it for the same object in later cells.
+
+TM405's live part is not here: its only reliable live signal, `.numpy()` on a tensor that
+requires grad, raises at once, and the static rule already resolves names against the
+namespace. There is nothing left after the cell for a scan to see.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..report import Finding
+from .scan import (
+    MAX_ITEMS,
+    MODULE_INTERNALS,
+    ScanResult,
+    _device,
+    _device_name,
+    _grad_fn,
+    _own_tensors,
+    instance_dict,
+    iter_items,
+)
+
+_Module = nn.Module
+_Parameter = nn.Parameter
+
+
+def finding(rule_id: str, message: str, hint: str, **kw: Any) -> Finding:
+    """`make_finding`, or an equivalent Finding while the registry lacks the rule."""
+    from ..lint.registry import make_finding
+
+    try:
+        return make_finding(rule_id, message, hint, **kw)
+    except KeyError:
+        name, severity = _FALLBACK[rule_id]
+        return Finding(
+            rule=rule_id,
+            name=name,
+            severity=kw.get("severity") or severity,
+            line=kw.get("line"),
+            col=kw.get("col"),
+            message=message,
+            hint=hint,
+            object=kw.get("object"),
+            source=kw.get("source", "live"),
+        )
+
+
+_FALLBACK = {
+    "TM105": ("unregistered-submodules", "error"),
+    "TM106": ("tensor-attribute-not-buffer", "warning"),
+    "TM205": ("mixed-device-model", "error"),
+    "TM401": ("graph-kept-alive", "warning"),
+    "TM505": ("inference-in-train-mode", "warning"),
+    "TM506": ("train-in-eval-mode", "warning"),
+    "TM901": ("cudnn-benchmark-variable-shapes", "warning"),
+}
+
+
+def live_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Finding, Any]]:
+    out: list[tuple[Finding, Any]] = []
+    out += module_findings(result, static)
+    out += graph_findings(result, static)
+    return out
+
+
+def _static_mentions(static: list[Finding], rule: str, attr: str) -> bool:
+    needle = f"`self.{attr}`"
+    return any(f.rule == rule and f.source == "static" and needle in f.message for f in static)
+
+
+def _static_at(static: list[Finding], rule: str, line: int | None) -> bool:
+    return line is not None and any(f.rule == rule and f.line == line for f in static)
+
+
+def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Finding, Any]]:
+    """TM105, TM106 per (class, attribute), TM205 per outermost root module."""
+    out: list[tuple[Finding, Any]] = []
+    covered: set[int] = set()
+    containers: dict[tuple[type, str], list[Any]] = {}  # (class, attr) -> [qualname, root, count, kind]
+    plain: dict[tuple[type, str], list[Any]] = {}
+    for tree in result.trees:
+        if id(tree.root) in covered:
+            continue  # a submodule of a root already looked at: its names come from that root
+        ids = {id(m) for _, m, _ in tree.nodes}
+        covered |= ids
+        params: set[int] = set()
+        devices: dict[str, list[str]] = {}  # device -> qualified tensor names
+        split_ok = True
+        attr_devices: list[tuple[str, str]] = []
+        candidates: list[tuple[type, str, str, Any]] = []
+        for qual, m, _ in tree.nodes:
+            try:
+                d = instance_dict(m)
+            except Exception:
+                continue
+            own: set[str] = set()
+            for key in ("_parameters", "_buffers"):
+                for pname, t in _own_tensors(d, key):
+                    params.add(id(t))
+                    try:
+                        dev = _device_name(_device(t))
+                    except Exception:
+                        continue
+                    own.add(dev)
+                    devices.setdefault(dev, []).append(f"{qual}.{pname}")
+            if len(own) > 1:
+                split_ok = False
+            for attr, v in [kv for kv in dict.items(d) if kv[0] not in MODULE_INTERNALS]:
+                if type(attr) is not str:
+                    continue
+                tp = type(v)
+                if tp is list or tp is tuple or tp is dict:
+                    candidates.append((type(m), attr, qual, v))
+                elif issubclass(tp, torch.Tensor) and not issubclass(tp, _Parameter):
+                    plain.setdefault((type(m), attr), []).append((qual, tree.root, v))
+                    try:
+                        attr_devices.append((f"{qual}.{attr}", _device_name(_device(v))))
+                    except Exception:
+                        pass
+        out += _mixed_devices(tree, devices, attr_devices, split_ok, result)
+        # Judged once the whole tree is known: items registered elsewhere in the same model
+        # (a convenience alias of `self.blocks`) do follow `.to()` and the optimizer.
+        for cls, attr, qual, v in candidates:
+            if _unregistered(v, ids, params):
+                containers.setdefault((cls, attr), []).append((qual, tree.root, v))
+    for (cls, attr), hits in containers.items():
+        if _static_mentions(static, "TM105", attr) and cls.__name__ in result.cell.assigned:
+            continue
+        qual, root, v = hits[0]
+        kind = "dict" if type(v) is dict else type(v).__name__
+        fix = "nn.ModuleDict" if kind == "dict" else "nn.ModuleList"
+        more = f" (and {len(hits) - 1} more `{cls.__name__}` instances)" if len(hits) > 1 else ""
+        name = f"{qual}.{attr}"
+        out.append(
+            (
+                finding(
+                    "TM105",
+                    f"`{name}` is a plain {kind} of modules/parameters{more}: they are invisible to "
+                    "`.parameters()`, `.to()`, `state_dict()` and the optimizer.",
+                    f"In `{cls.__name__}.__init__`: `self.{attr} = {fix}(...)` "
+                    "(`nn.ParameterList`/`nn.ParameterDict` for parameters).",
+                    line=result.cell.line_of(qual),
+                    object=name,
+                ),
+                root,
+            )
+        )
+    for (cls, attr), hits in plain.items():
+        if _static_mentions(static, "TM106", attr) and cls.__name__ in result.cell.assigned:
+            continue
+        qual, root, _ = hits[0]
+        more = f" (and {len(hits) - 1} more `{cls.__name__}` instances)" if len(hits) > 1 else ""
+        name = f"{qual}.{attr}"
+        out.append(
+            (
+                finding(
+                    "TM106",
+                    f"`{name}` is a plain tensor attribute{more}: it will not follow `.to(device)` "
+                    "and is missing from `state_dict()`.",
+                    f'In `{cls.__name__}`: `self.register_buffer("{attr}", tensor)`, or `nn.Parameter(...)` '
+                    "if it should be trained.",
+                    line=result.cell.line_of(qual),
+                    object=name,
+                ),
+                root,
+            )
+        )
+    return out
+
+
+def _unregistered(container: Any, module_ids: set[int], param_ids: set[int]) -> bool:
+    """Holds a module or Parameter that the owning model does not register anywhere."""
+    for _, item in iter_items(container, "", MAX_ITEMS):
+        tp = type(item)
+        if issubclass(tp, _Module):
+            if id(item) not in module_ids:
+                return True
+        elif issubclass(tp, _Parameter):
+            if id(item) not in param_ids:
+                return True
+    return False
+
+
+def _mixed_devices(
+    tree: Any,
+    devices: dict[str, list[str]],
+    attr_devices: list[tuple[str, str]],
+    split_ok: bool,
+    result: ScanResult,
+) -> list[tuple[Finding, Any]]:
+    all_devices = dict.fromkeys(devices)
+    strays = [(n, dev) for n, dev in attr_devices if devices and dev not in devices]
+    for _, dev in strays:
+        all_devices.setdefault(dev, None)
+    if len(all_devices) < 2:
+        return []
+    listed = " and ".join(sorted(all_devices))
+    line = result.cell.line_of(tree.name)
+    if strays:
+        names = ", ".join(f"`{n}` ({dev})" for n, dev in strays[:3])
+        msg = f"`{tree.name}` has tensors on {listed}: plain tensor attribute {names} stayed behind."
+        return [
+            (
+                finding(
+                    "TM205",
+                    msg,
+                    "Register it (`register_buffer`) so that `model.to(device)` moves it too.",
+                    line=line,
+                    object=tree.name,
+                ),
+                tree.root,
+            )
+        ]
+    if split_ok:
+        return [
+            (
+                finding(
+                    "TM205",
+                    f"`{tree.name}` is split across {listed}, each submodule on one device (pipeline split).",
+                    "If the split is deliberate, nothing to do; otherwise `model.to(device)`.",
+                    line=line,
+                    object=tree.name,
+                    severity="info",
+                ),
+                tree.root,
+            )
+        ]
+    examples = "; ".join(f"{dev}: `{names[0]}`" for dev, names in sorted(devices.items()))
+    return [
+        (
+            finding(
+                "TM205",
+                f"`{tree.name}` has parameters/buffers on {listed} ({examples}).",
+                f"`{tree.name}.to(device)` once, after building the model.",
+                line=line,
+                object=tree.name,
+            ),
+            tree.root,
+        )
+    ]
+
+
+def graph_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Finding, Any]]:
+    """TM401: containers of tensors with `grad_fn` (warning); single outputs (info, one finding)."""
+    out: list[tuple[Finding, Any]] = []
+    cell = result.cell
+    for name, tensors in result.objects.containers.items():
+        n = 0
+        for t in tensors:
+            try:
+                if _grad_fn(t) is not None:
+                    n += 1
+            except Exception:
+                continue
+        if n < 2:
+            continue
+        line = cell.line_of(name)
+        if _static_at(static, "TM401", line):
+            continue
+        out.append(
+            (
+                finding(
+                    "TM401",
+                    f"`{name}` holds {n} tensors with `grad_fn`: each keeps its whole autograd graph "
+                    "(and the activations it saved) in memory.",
+                    f"Store `loss.item()` (or `loss.detach()`) in `{name}` instead of the tensor.",
+                    line=line,
+                    object=name,
+                ),
+                None,
+            )
+        )
+    singles: list[tuple[str, Any]] = []
+    for name, t in result.objects.tensors:
+        if "[" in name or cell.assigned.get(name) is None:
+            continue  # only names this cell bound; container items are handled above
+        try:
+            if _grad_fn(t) is not None:
+                singles.append((name, t))
+        except Exception:
+            continue
+    if singles:
+        name = singles[0][0]
+        line = cell.line_of(name)
+        if not _static_at(static, "TM401", line):
+            names = ", ".join(f"`{n}`" for n, _ in singles[:4]) + (" ..." if len(singles) > 4 else "")
+            out.append(
+                (
+                    finding(
+                        "TM401",
+                        f"{names} still hold{'s' if len(singles) == 1 else ''} an autograd graph after the cell "
+                        "(fine for the last step's output; a leak if kept across steps).",
+                        "Keep `.detach()`ed tensors or `.item()` numbers in variables that outlive the step.",
+                        line=line,
+                        object=name,
+                        severity="info",
+                    ),
+                    None,
+                )
+            )
+    return out
