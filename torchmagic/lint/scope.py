@@ -265,13 +265,18 @@ class Context:
     ) -> None:
         r = rule or self.rule
         assert r is not None
+        line, col = getattr(node, "lineno", None), getattr(node, "col_offset", None)
+        func = getattr(node, "func", None)
+        if type(node) is ast.Call and type(func) is ast.Attribute and func.end_lineno != line:
+            # a chained call split over lines: point at the line of `.method(`, not the chain's start
+            line, col = func.end_lineno, func.end_col_offset - len(func.attr)  # type: ignore[operator]
         self.findings.append(
             Finding(
                 rule=r.id,
                 name=r.name,
                 severity=severity or r.severity,  # type: ignore[arg-type]
-                line=getattr(node, "lineno", None),
-                col=getattr(node, "col_offset", None),
+                line=line,
+                col=col,
                 message=message,
                 hint=hint,
                 source="static",
@@ -918,6 +923,15 @@ class Walker:
                 return self._iter_item_kind(it.args[0])
             if name == "parameters" and isinstance(it.func, ast.Attribute):
                 return PARAMETER
+        display = self.ctx.origin(it) if isinstance(it, ast.Name) else it
+        if isinstance(display, (ast.List, ast.Tuple)) and display.elts:
+            kinds = {self.ctx.kind(e) for e in display.elts}
+            if len(kinds) == 1:
+                return kinds.pop()
+        elif isinstance(display, ast.ListComp) and isinstance(display.elt, ast.Call):
+            k = self.ctx.kind(display.elt)
+            if k in TENSOR_KINDS or k == MODULE:
+                return k
         k = self.ctx.kind(it)
         if k == LOADER:
             return BATCH
