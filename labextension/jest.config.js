@@ -2,6 +2,7 @@
 // packages (which ship CommonJS), so ts-jest suffices; no JupyterLab app is started.
 module.exports = {
   testEnvironment: 'jsdom',
+  setupFiles: ['<rootDir>/jest.setup.js'],
   testRegex: 'src/__tests__/.*\\.spec\\.ts$',
   transform: {
     '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.test.json' }]

@@ -4,6 +4,7 @@
  * sort/filter/page state persist across reports, so new data does not make the layout jump.
  */
 
+import { ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { ReportClient } from './client';
@@ -27,7 +28,9 @@ import {
 export const PANEL_ID = 'torchmagic-sidebar';
 
 /** The piece of a client the panel reads; a ReportClient or a test double. */
-export type PanelSource = Pick<ReportClient, 'state' | 'cells' | 'latest' | 'truncated' | 'unloaded' | 'kernelName' | 'changed'>;
+export interface PanelSource extends Pick<ReportClient, 'state' | 'cells' | 'latest' | 'truncated' | 'unloaded' | 'kernelName'> {
+  readonly changed: ISignal<unknown, void>;
+}
 
 interface ISection {
   details: HTMLDetailsElement;

@@ -1,0 +1,123 @@
+import { Signal } from '@lumino/signaling';
+
+import { COMM_TARGET, ReportClient } from '../client';
+import { sampleReport } from './fixtures';
+
+/** A kernel connection double with just what ReportClient uses. */
+class FakeComm {
+  constructor(
+    public targetName: string,
+    public commId: string
+  ) {}
+  onMsg: (msg: any) => void = () => undefined;
+  onClose: (msg: any) => void = () => undefined;
+  opened: any = null;
+  closed = false;
+  isDisposed = false;
+  open(data: any) {
+    this.opened = data;
+  }
+  close() {
+    this.closed = true;
+    this.onClose({});
+  }
+  receive(data: any) {
+    this.onMsg({ content: { data } });
+  }
+}
+
+class FakeKernel {
+  status = 'idle';
+  isDisposed = false;
+  statusChanged = new Signal<any, string>(this);
+  connectionStatusChanged = new Signal<any, string>(this);
+  disposed = new Signal<any, void>(this);
+  targets = new Map<string, (comm: any, msg: any) => void>();
+  comms: FakeComm[] = [];
+  registerCommTarget(name: string, cb: any) {
+    this.targets.set(name, cb);
+  }
+  removeCommTarget(name: string) {
+    this.targets.delete(name);
+  }
+  createComm(target: string) {
+    const comm = new FakeComm(target, `c${this.comms.length}`);
+    this.comms.push(comm);
+    return comm;
+  }
+  /** The kernel opening a comm to the frontend's target, as %load_ext does. */
+  openFromKernel(data: any) {
+    const comm = new FakeComm(COMM_TARGET, 'k');
+    this.targets.get(COMM_TARGET)!(comm, { content: { data } });
+    return comm;
+  }
+}
+
+function session(kernel: FakeKernel | null) {
+  return {
+    session: kernel ? { kernel } : null,
+    kernelChanged: new Signal<any, any>({}),
+    disposed: new Signal<any, void>({}),
+    kernelDisplayName: 'Python 3'
+  } as any;
+}
+
+describe('ReportClient', () => {
+  it('says not-loaded when the kernel closes the probe comm', () => {
+    const kernel = new FakeKernel();
+    const client = new ReportClient(session(kernel));
+    expect(kernel.targets.has(COMM_TARGET)).toBe(true);
+    expect(client.state).toBe('connecting');
+    expect(kernel.comms[0].opened).toEqual({ type: 'request' });
+    kernel.comms[0].onClose({}); // no `torchmagic` target in the kernel
+    expect(client.state).toBe('not-loaded');
+  });
+
+  it('attaches when torchmagic is loaded later and drops repeated reports', () => {
+    const kernel = new FakeKernel();
+    const client = new ReportClient(session(kernel));
+    kernel.comms[0].onClose({});
+    const comm = kernel.openFromKernel({ type: 'hello', channel: 'ch' });
+    expect(client.state).toBe('attached');
+    const msg = { type: 'report', channel: 'ch', seq: 1, report: sampleReport() };
+    comm.receive(msg);
+    comm.receive(msg);
+    expect(client.cells).toHaveLength(1);
+    comm.receive({ ...msg, seq: 2, report: sampleReport({ execution_count: 8 }) });
+    expect(client.cells).toHaveLength(1); // same cell id: replaced
+    expect(client.latest!.execution_count).toBe(8);
+    comm.receive({ ...msg, seq: 3, report: sampleReport({ cell_id: 'other' }) });
+    expect(client.cells.map(c => c.cellId)).toEqual(['other', 'cell-1']);
+  });
+
+  it('clears on restart and asks again when the new kernel is idle', () => {
+    const kernel = new FakeKernel();
+    const client = new ReportClient(session(kernel));
+    kernel.comms[0].receive({ type: 'hello' });
+    kernel.comms[0].receive({ type: 'report', seq: 1, report: sampleReport() });
+    expect(client.latest).not.toBeNull();
+    kernel.statusChanged.emit('restarting');
+    expect(client.state).toBe('restarting');
+    expect(client.latest).toBeNull();
+    kernel.statusChanged.emit('idle');
+    expect(kernel.comms).toHaveLength(2);
+    expect(client.state).toBe('connecting');
+  });
+
+  it('shows the unload and forgets the kernel on dispose', () => {
+    const kernel = new FakeKernel();
+    const client = new ReportClient(session(kernel));
+    kernel.comms[0].receive({ type: 'hello' });
+    kernel.comms[0].receive({ type: 'closed' });
+    expect(client.state).toBe('not-loaded');
+    expect(client.unloaded).toBe(true);
+    client.dispose();
+    expect(kernel.targets.has(COMM_TARGET)).toBe(false);
+    expect(kernel.comms[0].closed).toBe(true);
+  });
+
+  it('has no kernel state without a kernel', () => {
+    const client = new ReportClient(session(null));
+    expect(client.state).toBe('no-kernel');
+  });
+});
