@@ -60,7 +60,8 @@ def lint(
     except SyntaxError as e:
         return LintResult([syntax_error(e.msg, e.lineno, e.offset)])
     except (ValueError, RecursionError, MemoryError) as e:
-        return LintResult([syntax_error(f"cannot parse: {type(e).__name__}", None, None)])
+        what = str(e) if isinstance(e, ValueError) else "source nested too deeply to parse"
+        return LintResult([syntax_error(what, None, None)])
     rules = [r for r in all_rules() if r.is_static and selected(r.id, select, ignore)]
     ctx = Context(prep.lines, namespace)
     try:

@@ -1,0 +1,200 @@
+"""`torchmagic check | explain | rules`, run as a real subprocess like a user or pre-commit would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "torchmagic", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+
+
+def notebook(cells: list[tuple[str, str]]) -> str:
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": kind, "metadata": {}, "source": src.splitlines(keepends=True)}
+                | ({"outputs": [], "execution_count": None} if kind == "code" else {})
+                for kind, src in cells
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+
+
+SYNC = "import torch\nxs = torch.randn(3, 4)\nfor x in xs.unbind():\n    print(x.sum().item())\n"
+
+
+def test_check_py_prints_path_line_col_rule_message(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(SYNC)
+    r = run("check", "train.py", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.splitlines() == [
+        "train.py:4:11: TM301 `x.sum().item()` inside a loop makes the CPU wait for the GPU on every iteration."
+    ]
+    assert r.stderr == ""
+
+
+def test_check_clean_file_exits_0(tmp_path: Path) -> None:
+    (tmp_path / "ok.py").write_text("import torch\nx = torch.zeros(3)\n")
+    r = run("check", str(tmp_path / "ok.py"))
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+def test_check_notebook_names_cells_by_position_among_all_cells(tmp_path: Path) -> None:
+    nb = notebook(
+        [
+            ("markdown", "# Training"),
+            ("code", "%matplotlib inline\nimport torch\n!nvidia-smi"),
+            ("raw", "not code"),
+            ("code", "files = !ls\n" + SYNC),
+        ]
+    )
+    (tmp_path / "nb.ipynb").write_text(nb)
+    r = run("check", "nb.ipynb", "--format", "json", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    found = json.loads(r.stdout)
+    assert [(f["path"], f["rule"], f["line"], f["col"]) for f in found] == [
+        ("nb.ipynb#cell4", "TM301", 5, 10)
+    ]
+    assert set(found[0]) >= {"rule", "name", "severity", "line", "col", "message", "hint", "object", "source"}
+    text = run("check", "nb.ipynb", cwd=tmp_path)
+    assert text.stdout.startswith("nb.ipynb#cell4:5:11: TM301 ")
+
+
+def test_check_folder_skips_virtualenvs_and_tool_directories(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("import torch\nm = torch.load('a.pt')\n")
+    for skipped in (".git", ".venv", "venv", "node_modules", ".ipynb_checkpoints", "__pycache__", "env"):
+        (tmp_path / skipped).mkdir()
+        (tmp_path / skipped / "b.py").write_text("import torch\nm = torch.load('a.pt')\n")
+    (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr\n")
+    r = run("check", ".", cwd=tmp_path)
+    assert r.returncode == 1
+    assert [line.split(":")[0] for line in r.stdout.splitlines()] == [str(Path("pkg") / "a.py")]
+
+
+def test_bad_inputs_get_one_message_each_and_the_rest_is_checked(tmp_path: Path) -> None:
+    (tmp_path / "syntax.py").write_text("def broken(:\n")
+    (tmp_path / "latin1.py").write_bytes(b"x = '\xe9'\n")
+    (tmp_path / "broken.ipynb").write_text('{"cells": [')
+    (tmp_path / "deep.py").write_text("x = " + "-" * 200_000 + "1\n")
+    (tmp_path / "nested.py").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    (tmp_path / "big.py").write_text(
+        "import torch\n" + "y = torch.zeros(3)\n" * 10_000 + "z = torch.load('f')\n"
+    )
+    (tmp_path / "good.py").write_text(SYNC)
+    r = run("check", ".", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    errors = sorted(line.split(":")[0] for line in r.stderr.splitlines())
+    assert errors == ["broken.ipynb", "deep.py", "latin1.py", "nested.py", "syntax.py"]
+    assert "good.py:4:11: TM301" in r.stdout
+    assert "big.py:10002:5: TM203" in r.stdout
+
+
+def test_unreadable_file_is_reported(tmp_path: Path) -> None:
+    p = tmp_path / "secret.py"
+    p.write_text("x = 1\n")
+    p.chmod(0)
+    try:
+        r = run("check", "secret.py", cwd=tmp_path)
+    finally:
+        p.chmod(0o644)
+    if r.returncode == 0:
+        pytest.skip("running as root: the file stays readable")
+    assert r.returncode == 1 and "secret.py: error: cannot read file" in r.stderr
+
+
+def test_select_and_ignore_take_ids_and_prefixes(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import torch\nm = torch.load('a.pt')\nx = torch.zeros(2).cuda()\n")
+    assert {line.split()[1] for line in run("check", "a.py", cwd=tmp_path).stdout.splitlines()} == {
+        "TM201",
+        "TM203",
+    }
+    only = run("check", "a.py", "--select", "TM2", "--ignore", "TM203", cwd=tmp_path)
+    assert [line.split()[1] for line in only.stdout.splitlines()] == ["TM201"]
+    none = run("check", "a.py", "--select", "TM9", cwd=tmp_path)
+    assert (none.returncode, none.stdout) == (0, "")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("check", "missing.py"), ("check", "--select", "XY1", "."), ("explain", "TM999"), ("check",), ()],
+)
+def test_usage_errors_exit_2(args: tuple[str, ...], tmp_path: Path) -> None:
+    r = run(*args, cwd=tmp_path)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+
+
+def test_jobs_gives_the_same_findings_as_one_process(tmp_path: Path) -> None:
+    for i in range(40):
+        (tmp_path / f"m{i:02}.py").write_text(SYNC if i % 3 else "import torch\nm = torch.load('x')\n")
+    one = run("check", ".", "--jobs", "1", cwd=tmp_path)
+    many = run("check", ".", "--jobs", "3", cwd=tmp_path)
+    assert one.returncode == many.returncode == 1
+    assert one.stdout == many.stdout and len(one.stdout.splitlines()) == 40
+
+
+def test_explain_prints_the_rule_documentation() -> None:
+    r = run("explain", "tm301")
+    assert r.returncode == 0
+    assert r.stdout.startswith("TM301 (sync-in-loop)")
+    for section in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
+        assert section in r.stdout
+
+
+def test_rules_lists_static_live_and_runtime_rules() -> None:
+    r = run("rules", "--format", "json")
+    assert r.returncode == 0
+    rows = {row["id"]: row for row in json.loads(r.stdout)}
+    for rid in ("TM101", "TM205", "TM301", "TM303", "TM505", "TM506", "TM702", "TM901", "TM904"):
+        assert rid in rows and rows[rid]["summary"].endswith(".")
+    assert rows["TM303"]["evidence"] == "runtime"
+    text = run("rules")
+    assert text.stdout.splitlines()[0].startswith("TM101  tensor-created-in-forward")
+
+
+def test_check_never_imports_torch(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(SYNC)
+    code = (
+        "import sys\n"
+        "from torchmagic.cli import main\n"
+        f"rc = main(['check', {str(tmp_path / 'a.py')!r}, '--jobs', '1'])\n"
+        "import torchmagic\n"
+        "torchmagic.check_source('import torch\\nfor x in y:\\n    x.item()\\n')\n"
+        "assert rc == 1, rc\n"
+        "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+        "print('TORCH', bad)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "TORCH []" in r.stdout
+
+
+def test_pre_commit_hook_runs_the_check_command() -> None:
+    text = (ROOT / ".pre-commit-hooks.yaml").read_text()
+    assert "id: torchmagic" in text and "entry: torchmagic check" in text

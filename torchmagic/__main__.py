@@ -1,0 +1,7 @@
+"""`python -m torchmagic check ...`"""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

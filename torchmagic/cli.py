@@ -1,0 +1,273 @@
+"""`torchmagic check | explain | rules`: the linter on files, notebooks and folders.
+
+Reads files, hands their text to `check_source` and prints the findings. Never imports torch:
+linting a project must not pay for (or depend on) a working PyTorch install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .lint.engine import lint
+from .lint.registry import all_rules, get_rule
+
+EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".ipynb_checkpoints", "__pycache__", ".tox"}
+)
+# Parallel workers only pay off when there is enough to lint (process start-up is ~50 ms).
+PARALLEL_MIN_FILES = 16
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of source linted on its own: a file, or one notebook cell."""
+
+    label: str  # `path` or `path#cell4`
+    code: str
+
+
+class InputError(Exception):
+    """A file that cannot be linted (unreadable, not UTF-8, invalid notebook)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # `torchmagic check . | head`: the reader left; exit quietly like other CLI tools.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FOUND
+    except KeyboardInterrupt:
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "check":
+        return _check(args)
+    if args.command == "explain":
+        return _explain(args.rule)
+    if args.command == "rules":
+        return _rules(args.format)
+    parser.print_help(sys.stderr)
+    return EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="torchmagic", description="Flag PyTorch anti-patterns.")
+    sub = p.add_subparsers(dest="command")
+    c = sub.add_parser("check", help="lint .py files, .ipynb notebooks and folders")
+    c.add_argument("paths", nargs="+", metavar="PATH")
+    c.add_argument("--format", choices=("text", "json"), default="text")
+    c.add_argument("--select", default="", help="rule IDs or prefixes, comma-separated (TM3,TM101)")
+    c.add_argument("--ignore", default="", help="rule IDs or prefixes to skip, comma-separated")
+    c.add_argument("--jobs", "-j", type=int, default=0, help="worker processes (0: automatic)")
+    e = sub.add_parser("explain", help="show a rule's documentation")
+    e.add_argument("rule", metavar="RULE")
+    r = sub.add_parser("rules", help="list every rule")
+    r.add_argument("--format", choices=("text", "json"), default="text")
+    return p
+
+
+def _split(spec: str) -> list[str]:
+    return [s.strip().upper() for s in spec.split(",") if s.strip()]
+
+
+def _check(args: argparse.Namespace) -> int:
+    select, ignore = _split(args.select), _split(args.ignore)
+    known = {r.id for r in all_rules()}
+    for spec in (*select, *ignore):
+        if not spec.startswith("TM") or not any(k.startswith(spec) for k in known):
+            print(f"torchmagic: error: unknown rule or prefix {spec!r}", file=sys.stderr)
+            return EXIT_USAGE
+    files: list[str] = []
+    for path in args.paths:
+        if not os.path.exists(path):
+            print(f"torchmagic: error: {path}: no such file or directory", file=sys.stderr)
+            return EXIT_USAGE
+        files.extend(_discover(path))
+    results = _run(files, select, ignore, args.jobs)
+    found: list[dict[str, Any]] = []
+    problems = 0
+    for _path, findings, errors in results:
+        for message in errors:
+            problems += 1
+            print(message, file=sys.stderr)
+        found.extend(findings)
+    if args.format == "json":
+        json.dump(found, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        out = [
+            f"{f['path']}:{f['line'] or 1}:{(f['col'] or 0) + 1}: {f['rule']} {f['message']}" for f in found
+        ]
+        if out:
+            sys.stdout.write("\n".join(out) + "\n")
+    if found or problems:
+        return EXIT_FOUND
+    return EXIT_CLEAN
+
+
+def _discover(path: str) -> Iterator[str]:
+    if not os.path.isdir(path):
+        yield path
+        return
+    for root, dirs, names in os.walk(path):
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIP_DIRS and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
+        )
+        for name in sorted(names):
+            if name.endswith((".py", ".ipynb")):
+                yield os.path.normpath(os.path.join(root, name))
+
+
+# (path, findings as JSON-ready dicts with a `path` key, error lines for stderr)
+Result = tuple[str, list[dict[str, Any]], list[str]]
+
+
+def _run(files: list[str], select: list[str], ignore: list[str], jobs: int) -> list[Result]:
+    if jobs <= 0:
+        jobs = min(os.cpu_count() or 1, 8) if len(files) >= PARALLEL_MIN_FILES else 1
+    if jobs > 1 and len(files) > 1:
+        try:
+            import multiprocessing as mp
+
+            # Largest files first, so no worker is left with a big one at the end.
+            order = sorted(files, key=_size, reverse=True)
+            with mp.get_context("fork" if sys.platform == "linux" else "spawn").Pool(jobs) as pool:
+                done = dict(
+                    zip(order, pool.imap(_lint_file_star, [(f, select, ignore) for f in order], chunksize=4))
+                )
+            return [done[f] for f in files]
+        except (OSError, ImportError):
+            pass  # no process support here: lint in this process
+    return [lint_file(f, select, ignore) for f in files]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _lint_file_star(args: tuple[str, list[str], list[str]]) -> Result:
+    return lint_file(*args)
+
+
+def lint_file(path: str, select: list[str] | None = None, ignore: list[str] | None = None) -> Result:
+    """Findings of one file, and what kept parts of it from being linted."""
+    try:
+        units = list(read_units(path))
+    except InputError as e:
+        return path, [], [f"{path}: error: {e}"]
+    out: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for unit in units:
+        try:
+            result = lint(unit.code, path=unit.label, select=select, ignore=ignore)
+        except Exception as e:  # a bug in torchmagic must not hide the other files' findings
+            errors.append(f"{unit.label}: error: internal error ({type(e).__name__}: {e})")
+            continue
+        errors.extend(f"{unit.label}: error: internal error in {msg}" for msg in result.errors)
+        findings = result.findings
+        for f in findings:
+            if f.rule == "TM000":
+                errors.append(f"{unit.label}:{f.line or 1}: error: {f.message}")
+                continue
+            d = f.to_dict()
+            d["path"] = unit.label
+            out.append(d)
+    return path, out, errors
+
+
+def read_units(path: str) -> Iterator[Unit]:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as e:
+        raise InputError(f"cannot read file ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"not valid UTF-8 (byte {e.start})") from None
+    if not path.endswith(".ipynb"):
+        yield Unit(path, text)
+        return
+    try:
+        nb = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise InputError(f"invalid notebook JSON ({e})") from None
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        raise InputError("invalid notebook: no list of cells")
+    for i, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        src = cell.get("source", "")
+        if isinstance(src, list):
+            src = "".join(s for s in src if isinstance(s, str))
+        if not isinstance(src, str) or not src.strip():
+            continue
+        yield Unit(f"{path}#cell{i}", src)
+
+
+def _explain(rule_id: str) -> int:
+    r = get_rule(rule_id)
+    if r is None:
+        print(f"torchmagic: error: unknown rule {rule_id!r} (see `torchmagic rules`)", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{r.id} ({r.name}) — {r.severity}, evidence: {r.evidence}\n")
+    print(r.doc)
+    return EXIT_CLEAN
+
+
+def _rules(fmt: str) -> int:
+    rules = all_rules()
+    if fmt == "json":
+        rows = [
+            {
+                "id": r.id,
+                "name": r.name,
+                "severity": r.severity,
+                "evidence": r.evidence,
+                "summary": _summary(r.doc),
+            }
+            for r in rules
+        ]
+        print(json.dumps(rows, indent=2))
+        return EXIT_CLEAN
+    width = max(len(r.name) for r in rules)
+    for r in rules:
+        print(f"{r.id}  {r.name:<{width}}  {r.severity:<7}  {r.evidence:<16}  {_summary(r.doc)}")
+    return EXIT_CLEAN
+
+
+def _summary(doc: str) -> str:
+    """The first sentence of the rule's "What it does" section."""
+    lines = doc.splitlines()
+    try:
+        start = lines.index("## What it does") + 1
+    except ValueError:
+        start = 0
+    text = []
+    for line in lines[start:]:
+        if line.startswith("##"):
+            break
+        if line.strip():
+            text.append(line.strip())
+    para = " ".join(text)
+    return para.split(". ")[0].rstrip(".") + "." if para else ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
