@@ -358,11 +358,33 @@ def module_trees(found: NamespaceObjects, budget: int = MAX_MODULES) -> list[Mod
 
 
 def module_names(ns: dict[str, Any], hidden: dict[str, Any] | None = None) -> dict[int, str]:
-    """id(module) -> the name a user would type (`net.encoder.0`), outermost root first."""
+    """id(module) -> the name a user would type (`net.encoder.0`), outermost root first.
+
+    Modules held in a plain list/dict attribute (the TM105 bug) are named too, as
+    `net.layers[0]`: they run in forward passes even though PyTorch does not register them.
+    """
     names: dict[int, str] = {}
-    for tree in module_trees(collect(ns, hidden)):
+    found = collect(ns, hidden)
+    trees = module_trees(found)
+    for tree in trees:
         for qual, m, _ in tree.nodes:
             names.setdefault(id(m), qual)
+    budget = [MAX_MODULES]
+    for tree in trees:
+        for qual, m, _ in tree.nodes:
+            try:
+                d = instance_dict(m)
+                attrs = [(k, v) for k, v in dict.items(d) if k not in MODULE_INTERNALS]
+            except Exception:
+                continue
+            for attr, v in attrs:
+                if type(v) not in (list, tuple, dict) or type(attr) is not str:
+                    continue
+                for item_name, item in iter_items(v, f"{qual}.{attr}"):
+                    if id(item) in names or not issubclass(type(item), _Module):
+                        continue
+                    for sub_qual, sub, _ in walk_module(item, item_name, budget).nodes:
+                        names.setdefault(id(sub), sub_qual)
     return names
 
 

@@ -52,12 +52,16 @@ class Analyzer(Protocol):
 
 def make_collectors(config: Any) -> list[Collector]:
     """The collectors of one loaded extension, in start order (stopped in reverse)."""
+    from .modes import ModeChecks
+    from .shapes import ShapeTracer
     from .sync import SyncProbe
 
-    collectors: list[Collector] = [SyncProbe(config)]
+    collectors: list[Collector] = [SyncProbe(config), ShapeTracer(config), ModeChecks(config)]
     return collectors
 
 
 def make_analyzers(config: Any) -> list[Analyzer]:
-    analyzers: list[Analyzer] = []
+    from ..live.scan import LiveScan
+
+    analyzers: list[Analyzer] = [LiveScan(config)]
     return analyzers

@@ -1,0 +1,166 @@
+"""ShapeTracer: the input and output shapes of every submodule that ran a forward pass.
+
+Two global module hooks (`register_module_forward_pre_hook` and an `always_call` forward
+hook) are installed for the cell only and always removed in `stop`. During the cell the
+tracer keeps, per module, a weak reference and metadata (shapes, dtype, device, call
+count); the names a user would type (`net.encoder.0`) are resolved once, at `stop`, by
+walking the namespace's modules. Repeated calls only bump a counter, so the cost per module
+call stays around a microsecond or two on top of PyTorch's own hook dispatch.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+from torch.nn.modules import module as _module_mod
+
+from ..report import ShapeRecord
+
+MAX_MODULES = 5000  # distinct modules traced per cell
+MAX_TENSORS = 16  # tensors listed per input/output
+
+_T = torch._C.TensorBase
+_size = _T.size
+_dtype = _T.__dict__["dtype"].__get__
+_device = _T.__dict__["device"].__get__
+_Tensor = torch.Tensor
+
+
+def tensor_shapes(value: Any, limit: int = MAX_TENSORS) -> tuple[list[list[int]], Any]:
+    """Shapes of the tensors in `value` (tuples, lists, dicts, nested), and the first tensor."""
+    shapes: list[list[int]] = []
+    first = None
+    stack = [(value, 0)]
+    while stack and len(shapes) < limit:
+        v, depth = stack.pop()
+        tp = type(v)
+        if issubclass(tp, _Tensor):
+            try:
+                shapes.append([d if type(d) is int else -1 for d in _size(v)])
+            except Exception:
+                shapes.append([])
+            if first is None:
+                first = v
+        elif depth < 4:
+            if issubclass(tp, (list, tuple)):
+                items = list(list.__iter__(v) if issubclass(tp, list) else tuple.__iter__(v))
+            elif issubclass(tp, dict):
+                items = list(dict.values(v))
+            else:
+                continue
+            stack.extend((i, depth + 1) for i in reversed(items[:limit]))
+    return shapes, first
+
+
+class _Call:
+    __slots__ = ("calls", "depth", "device", "dtype", "inputs", "outputs", "ref", "type")
+
+    def __init__(self, module: Any, inputs: list[list[int]], depth: int) -> None:
+        self.ref = weakref.ref(module)
+        self.type = type(module).__name__
+        self.calls = 1
+        self.inputs = inputs
+        self.outputs: list[list[int]] | None = None
+        self.depth = depth
+        self.dtype: str | None = None
+        self.device: str | None = None
+
+
+class ShapeTracer:
+    """Collector: per-submodule shapes of the forward passes in the cell, in first-call order."""
+
+    name = "shape_tracer"
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+        self._handles: list[Any] = []
+        self._calls: dict[int, _Call] = {}
+        self._depth = 0
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def start(self, run: Any) -> None:
+        self._remove()
+        self._calls = {}
+        self._depth = 0
+        if not getattr(run.config, "trace_shapes", True):
+            return
+        self._handles = [
+            _module_mod.register_module_forward_pre_hook(self._pre),
+            _module_mod.register_module_forward_hook(self._post, always_call=True),
+        ]
+
+    def stop(self, run: Any) -> None:
+        self._remove()
+        calls, self._calls = self._calls, {}
+        if calls:
+            run.report.shape_trace.extend(self.records(calls.values(), run.shell))
+
+    def _remove(self) -> None:
+        handles, self._handles = self._handles, []
+        for h in handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+
+    # ---- the hooks (must never raise into the user's forward) -------------------------------
+    def _pre(self, module: Any, args: Any) -> None:
+        depth = self._depth
+        self._depth = depth + 1
+        try:
+            rec = self._calls.get(id(module))
+            if rec is not None and rec.ref() is module:
+                rec.calls += 1
+                return None
+            if len(self._calls) >= MAX_MODULES:
+                return None
+            inputs, _ = tensor_shapes(args)
+            self._calls[id(module)] = _Call(module, inputs, depth)
+        except Exception:
+            pass
+        return None
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        self._depth = max(0, self._depth - 1)
+        try:
+            rec = self._calls.get(id(module))
+            if rec is None or rec.outputs is not None or rec.ref() is not module:
+                return None
+            rec.outputs, first = tensor_shapes(output)
+            if first is not None:
+                rec.dtype = str(_dtype(first)).removeprefix("torch.")
+                rec.device = str(_device(first))
+        except Exception:
+            pass
+        return None
+
+    # ---- names -------------------------------------------------------------------------------
+    @staticmethod
+    def records(calls: Any, shell: Any) -> list[ShapeRecord]:
+        from ..live.scan import module_names
+
+        ns = getattr(shell, "user_ns", None)
+        hidden = getattr(shell, "user_ns_hidden", None)
+        try:
+            names = module_names(ns, hidden) if isinstance(ns, dict) else {}
+        except Exception:
+            names = {}
+        out = []
+        for rec in calls:
+            obj = rec.ref()
+            name = names.get(id(obj)) if obj is not None else None
+            out.append(
+                ShapeRecord(
+                    module=name or f"<{rec.type}>",
+                    type=rec.type,
+                    calls=rec.calls,
+                    inputs=rec.inputs,
+                    outputs=rec.outputs or [],
+                    device=rec.device,
+                    dtype=rec.dtype,
+                    depth=rec.depth,
+                )
+            )
+        return out
