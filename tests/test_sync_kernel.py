@@ -62,14 +62,15 @@ def test_kernel_reports_item_loop_and_earlier_cell_function(kernel) -> None:
         "%%torchcheck\nx = torch.randn(64)\ntotal = 0.0\nfor i in range(50):\n"
         "    total += x[i].item()\nvals = as_list(x)\nprint('done')\n"
     )
-    reply, out = execute(kernel, cell)
-    assert reply["status"] == "ok", reply
-    assert out == "done\n"
-    syncs = last_report(kernel)["syncs"]
-    assert [(s["line"], s["count"], s["ops"], s["code"]) for s in syncs] == [
-        (5, 50, {"Tensor.item": 50}, "total += x[i].item()"),
-        (6, 1, {"Tensor.tolist": 1}, "vals = as_list(x)"),
-    ]
+    for _ in range(2):  # a re-run has the same temp-file name in ipykernel
+        reply, out = execute(kernel, cell)
+        assert reply["status"] == "ok", reply
+        assert out == "done\n"
+        syncs = last_report(kernel)["syncs"]
+        assert [(s["line"], s["count"], s["ops"], s["code"]) for s in syncs] == [
+            (5, 50, {"Tensor.item": 50}, "total += x[i].item()"),
+            (6, 1, {"Tensor.tolist": 1}, "vals = as_list(x)"),
+        ]
     # nothing left active in the kernel after the checked cell
     reply, out = execute(kernel, "print(torch._C._is_torch_function_mode_enabled())")
     assert out.strip() == "False"

@@ -21,7 +21,7 @@ from IPython.utils.capture import capture_output
 import torchmagic
 from torchmagic.runtime import CellRun
 from torchmagic.runtime import sync as sync_mod
-from torchmagic.runtime.sync import CudaSyncBackend, SyncProbe, _Ledger, _SyncMode
+from torchmagic.runtime.sync import CudaSyncBackend, SyncProbe, _Ledger, _SyncMode, sync_device
 
 SYNC_CALLBACKS = (
     gpu_trace.DeviceSynchronizationCallbacks,
@@ -94,6 +94,20 @@ def test_function_from_earlier_cell_is_attributed_to_the_calling_line(cpu_shell)
 def test_function_defined_in_the_cell_is_attributed_to_its_own_line(cpu_shell) -> None:
     _, report, _ = checked(cpu_shell, "def f(t):\n    return t.sum().item()\n\nf(torch.ones(2))\n")
     assert [(s.line, s.count) for s in report.syncs] == [(3, 1)]
+
+
+def test_magic_called_programmatically_attributes_to_body_lines(cpu_shell) -> None:
+    body = "x = torch.ones(3)\nfor i in range(3):\n    x[i].item()\n"
+    cpu_shell.run_cell(f"get_ipython().run_cell_magic('torchcheck', '', {body!r})", store_history=True)
+    report = torchmagic.last_report()
+    assert [(s.line, s.count, s.code) for s in report.syncs] == [(4, 3, "x[i].item()")]
+
+
+def test_rerun_of_the_same_cell_is_attributed_again(cpu_shell) -> None:
+    body = "x = torch.ones(3)\nfor i in range(3):\n    x[i].item()\n"
+    for _ in range(2):
+        _, report, _ = checked(cpu_shell, body)
+        assert [(s.line, s.count) for s in report.syncs] == [(4, 3)]
 
 
 def test_cell_without_syncs_reports_none(cpu_shell) -> None:
@@ -415,3 +429,34 @@ def test_sync_from_another_thread_is_not_charged(cpu_shell) -> None:
     )
     assert report.syncs == []
     assert threading.active_count() >= 1
+
+
+# --- which transfers synchronise (device tensors stood in by "meta"; no data is touched) -------
+
+
+def test_transfers_that_wait_for_the_device() -> None:
+    host, dev = torch.ones(2), torch.empty(2, device="meta")
+    T = torch.Tensor
+    assert sync_device(T.to, (dev, "cpu"), {}) == "meta"  # D2H
+    assert sync_device(T.cpu, (dev,), {}) == "meta"
+    assert sync_device(T.to, (dev, "cpu"), {"non_blocking": True}) is None  # into pinned memory
+    assert sync_device(T.to, (host, "cuda"), {}) == "cuda"  # blocking H2D
+    assert sync_device(T.to, (host, torch.device("cuda", 0)), {"non_blocking": True}) == "cuda"  # pageable
+    assert sync_device(T.cuda, (host,), {}) == "cuda"
+    assert sync_device(T.copy_, (dev, host), {}) == "meta"
+    assert sync_device(T.copy_, (host, dev), {}) == "meta"
+    assert sync_device(T.to, (dev, torch.float16), {}) is None  # dtype only
+    assert sync_device(T.to, (dev, "meta"), {}) is None  # same device
+    assert sync_device(T.copy_, (host, host), {}) is None
+    assert sync_device(T.__getitem__, (dev, 0), {}) is None
+    assert sync_device(T.__getitem__, (dev, (slice(None), dev > 0)), {}) == "meta"
+    assert sync_device(torch.repeat_interleave, (dev, 2), {}) is None
+    assert sync_device(torch.repeat_interleave, (torch.ones(2, dtype=torch.long),), {}) == "cpu"
+    assert sync_device(torch.where, (dev > 0, dev, dev), {}) is None
+
+
+def test_only_async_copies_from_pageable_memory_need_an_extra_drain() -> None:
+    host, T = torch.ones(2), torch.Tensor
+    assert sync_mod._is_async_pageable_copy(T.to, (host, "cuda"), {"non_blocking": True})
+    assert not sync_mod._is_async_pageable_copy(T.to, (host, "cuda"), {})  # the trace sees it
+    assert not sync_mod._is_async_pageable_copy(T.item, (host,), {})

@@ -253,24 +253,37 @@ class _Ledger:
         self.by_line: dict[int, list[Any]] = {}  # line -> [count, seconds, {op: count}]
         self.outside_s = 0.0
         self._run_code = _run_code_codes(run.shell) if run.shell is not None else frozenset()
+        self._known = set(self._filename_map())  # cells compiled before this one started
+
+    def _filename_map(self) -> dict[str, int]:
+        # IPython's CachingCompiler: cell filename -> execution count (`<ipython-input-N-…>`,
+        # or ipykernel's /tmp/ipykernel_PID/HASH.py)
+        names = getattr(getattr(self.shell, "compile", None), "_filename_map", None)
+        return names if isinstance(names, dict) else {}
 
     def _resolve(self, frame: Any) -> str | None:
-        """The cell's filename: the frame IPython's `run_code` exec'd, else the compiler's map."""
+        """The cell's filename, from the first sync's stack.
+
+        In order: a file IPython compiled since `start` (the cell itself, or the body the
+        magic compiled when called as `run_cell_magic`); a file compiled under the current
+        execution count (a re-run whose name already existed); the frame `run_code` exec'd.
+        """
+        names = self._filename_map()
+        number = getattr(self.shell, "execution_count", None)
+        new = {name for name in names if name not in self._known}
+        current = {name for name, n in names.items() if n == number}
+        for candidates in (new, current):
+            f = frame
+            while f is not None:
+                if f.f_code.co_filename in candidates:
+                    return f.f_code.co_filename
+                f = f.f_back
         f = frame
         while f is not None:
             back = f.f_back
             if back is not None and back.f_code in self._run_code:
                 return f.f_code.co_filename
             f = back
-        compiler = getattr(self.shell, "compile", None)
-        names = getattr(compiler, "_filename_map", None) or {}
-        number = getattr(self.shell, "execution_count", None)
-        current = {name for name, n in names.items() if n == number}
-        f = frame
-        while f is not None:
-            if f.f_code.co_filename in current:
-                return f.f_code.co_filename
-            f = f.f_back
         return None
 
     def cell_line(self, frame: Any) -> int | None:
