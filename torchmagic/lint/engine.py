@@ -58,7 +58,9 @@ def lint(
             warnings.simplefilter("ignore")
             tree = ast.parse(prep.python, filename=path or "<cell>")
     except SyntaxError as e:
-        return LintResult([syntax_error(e.msg, e.lineno, e.offset)])
+        tree = _parse_unrewritten(code, prep.python, path)
+        if tree is None:
+            return LintResult([syntax_error(e.msg, e.lineno, e.offset)])
     except (ValueError, RecursionError, MemoryError) as e:
         what = str(e) if isinstance(e, ValueError) else "source nested too deeply to parse"
         return LintResult([syntax_error(what, None, None)])
@@ -70,6 +72,19 @@ def lint(
         return LintResult([syntax_error("expression nested too deeply to analyse", None, None)])
     found = [f for f in ctx.findings if not prep.suppressions.silenced(f.rule, f.line)]
     return LintResult(resolve_overlaps(found), ctx.errors)
+
+
+def _parse_unrewritten(code: str, rewritten: str, path: str | None) -> ast.Module | None:
+    """Plain Python that the IPython rewrite broke (a continuation line starting with `%` or
+    `!=` inside brackets looks like a magic): parse the text as written."""
+    if rewritten.rstrip("\n") == code.rstrip("\n"):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(code, filename=path or "<cell>")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def syntax_error(msg: str, line: int | None, col: int | None) -> Finding:

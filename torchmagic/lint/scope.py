@@ -40,7 +40,27 @@ DICT = "dict"
 STATE_DICT = "state_dict"
 BATCH = "batch"
 
+TENSORS = "tensors"  # a tuple/list of tensors: `x.split(2)`, `torch.meshgrid(...)`
+
 TENSOR_KINDS = frozenset({TENSOR, PARAMETER})
+
+# torch functions and tensor methods that return a sequence of tensors, not one tensor.
+_TENSOR_SEQUENCE_FUNCS = frozenset(
+    {
+        "split",
+        "chunk",
+        "tensor_split",
+        "unbind",
+        "hsplit",
+        "vsplit",
+        "dsplit",
+        "meshgrid",
+        "broadcast_tensors",
+        "split_with_sizes",
+        "unsafe_chunk",
+        "unsafe_split",
+    }
+)
 
 # Conventional notebook aliases, used when a cell relies on an import made in an earlier cell.
 DEFAULT_IMPORTS = {
@@ -127,6 +147,10 @@ _TENSOR_NON_TENSOR = {
     "is_contiguous": NUMBER,
     "is_floating_point": NUMBER,
     "requires_grad_": TENSOR,
+    "qscheme": None,
+    "q_scale": NUMBER,
+    "q_zero_point": NUMBER,
+    "storage_offset": NUMBER,
 }
 _MODULE_SELF_METHODS = frozenset(
     {
@@ -512,12 +536,16 @@ class Context:
             recv = self.kind(func.value)
             m = func.attr
             if recv in TENSOR_KINDS:
-                if m in _TENSOR_TO_NUMBER:
+                if m in _TENSOR_TO_NUMBER or m.startswith(("is_", "has_")):
                     return NUMBER
                 if m in _TENSOR_NON_TENSOR:
                     if m == "size" and node.args:
                         return NUMBER
                     return _TENSOR_NON_TENSOR[m]
+                if m in _TENSOR_SEQUENCE_FUNCS:
+                    return TENSORS
+                if m[:1] == "_" or (m == "type" and not node.args and not node.keywords):
+                    return None  # dunder/private protocol methods; `x.type()` is a string
                 return TENSOR
             if recv == MODULE:
                 if m in _MODULE_SELF_METHODS:
@@ -556,8 +584,10 @@ def _qualified_call_kind(q: str) -> str | None:
     parts = q.split(".")
     last = parts[-1]
     if len(parts) == 2:
-        if last in _TORCH_NON_TENSOR:
+        if last in _TORCH_NON_TENSOR or last.startswith(("is_", "are_", "get_", "set_", "_")):
             return DEVICE if last == "device" else None
+        if last in _TENSOR_SEQUENCE_FUNCS:
+            return TENSORS
         if last[:1].islower() or last == "Tensor" or last.endswith("Tensor"):
             return TENSOR
         return None
@@ -565,7 +595,8 @@ def _qualified_call_kind(q: str) -> str | None:
         if len(parts) >= 3 and parts[2] == "functional":
             return TENSOR
         if len(parts) >= 3 and parts[2] == "init":
-            return TENSOR
+            # the in-place initialisers return their tensor; helpers return numbers/tuples
+            return TENSOR if last.endswith("_") else None
         if last == "Parameter":
             return PARAMETER
         if len(parts) == 3 and last[:1].isupper():
@@ -846,7 +877,12 @@ class Walker:
                     kind = MODULE
                 elif ann in ("int", "float", "bool"):
                     kind = NUMBER
-            elif frame.in_forward and frame.cls is not None and not (i == 0 and a.arg == "self"):
+            elif (
+                frame.in_forward
+                and frame.cls is not None
+                and frame.cls.kind == MODULE
+                and not (i == 0 and a.arg == "self")
+            ):
                 if default is None or (isinstance(default, ast.Constant) and default.value is None):
                     kind = TENSOR
                 else:
@@ -935,7 +971,7 @@ class Walker:
         k = self.ctx.kind(it)
         if k == LOADER:
             return BATCH
-        if k in TENSOR_KINDS:
+        if k in TENSOR_KINDS or k == TENSORS:
             return TENSOR
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
             return NUMBER
@@ -1013,7 +1049,7 @@ class Walker:
                 if values is not None:
                     self._bind_target(elt, ctx.kind(values[i]), values[i])
                 else:
-                    item = TENSOR if kind in (BATCH, TENSOR) else None
+                    item = TENSOR if kind in (BATCH, TENSOR, TENSORS) else None
                     self._bind_target(elt, item)
         elif isinstance(target, ast.Starred):
             self._bind_target(target.value, None)

@@ -6,7 +6,7 @@ import ast
 
 from ..registry import rule
 from ..scope import MODULE, Context
-from ._common import call_chain, chain_root, receiver, unparse
+from ._common import call_chain, chain_root, name_like, receiver, unparse
 
 
 def _backwarded_in_loop(ctx: Context, name: str) -> bool:
@@ -147,7 +147,7 @@ def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
     item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
     if item is None or ctx.in_module_method:
         return
-    if any(_mutates(stmt) for stmt in node.body):
+    if any(_mutates(stmt) for stmt in node.body) or not _runs_a_model(ctx, node.body):
         return
     # Tensors made under inference_mode cannot be saved for backward later: a no_grad target
     # (DQN, distillation) computed in a loop that backpropagates must stay no_grad.
@@ -162,6 +162,19 @@ def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
         f"`with {unparse(item.context_expr, 40)}` wraps pure inference; `torch.inference_mode()` is faster.",
         "Use `with torch.inference_mode():` (keep `no_grad` where the results feed a later backward).",
     )
+
+
+def _runs_a_model(ctx: Context, body: list[ast.stmt]) -> bool:
+    """Inference means a forward pass: a call of a module (`model(x)`, `self.net(x)`)."""
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Call):
+                f = sub.func
+                if isinstance(f, ast.Attribute) and f.attr in ("forward", "generate", "predict"):
+                    f = f.value
+                if ctx.kind(f) == MODULE or name_like(f, "model", "net"):
+                    return True
+    return False
 
 
 def _func(expr: ast.AST) -> ast.AST:
