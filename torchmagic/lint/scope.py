@@ -341,13 +341,7 @@ class Context:
         if type(obj).__name__ == "module" and type(obj) is type(sys):
             mod_name = obj.__dict__.get("__name__")
             return mod_name if isinstance(mod_name, str) else None
-        cls = obj if isinstance(obj, type) else None
-        if cls is not None:
-            mod = cls.__dict__.get("__module__")
-            qn = cls.__dict__.get("__qualname__")
-            if isinstance(mod, str) and isinstance(qn, str):
-                return _public_torch_path(mod, qn)
-        return None
+        return class_path(obj) if is_class(obj) else None
 
     def bind(self, name: str, kind: str | None, value: ast.AST | None = None) -> None:
         self.frame.names[name] = kind
@@ -382,13 +376,9 @@ class Context:
             value = self.origin(node)
             if value is None:
                 live = self.live_object(node.id)
-                if live is None or isinstance(live, type):
+                if live is None or is_class(live):
                     return None
-                t = type(live)
-                mod, qn = t.__dict__.get("__module__"), t.__dict__.get("__qualname__")
-                if isinstance(mod, str) and isinstance(qn, str):
-                    return _public_torch_path(mod, qn)
-                return None
+                return class_path(type(live))
             node = value
             seen += 1
         if isinstance(node, ast.Call):
@@ -529,7 +519,7 @@ class Context:
                 if callee == MODULE:
                     return TENSOR  # calling a module runs forward
                 cls = self.live_object(func.id)
-                if isinstance(cls, type):
+                if is_class(cls):
                     return classify_class(cls)
                 return None
         if isinstance(func, ast.Attribute):
@@ -561,6 +551,27 @@ class Context:
                 if self.frame.cls.attrs.get(m) == MODULE:
                     return TENSOR
         return None
+
+
+def is_class(obj: object) -> bool:
+    """`isinstance(obj, type)` without consulting `obj.__class__` (which runs user code)."""
+    return issubclass(type(obj), type)
+
+
+_TYPE_QUALNAME = type.__dict__["__qualname__"]
+_TYPE_MODULE = type.__dict__["__module__"]
+
+
+def class_path(cls: type) -> str | None:
+    """Public dotted path of a class, read through `type`'s own descriptors (a metaclass
+    cannot intercept them): `torch.nn.modules.loss.CrossEntropyLoss` -> `torch.nn.CrossEntropyLoss`."""
+    try:
+        mod, qn = _TYPE_MODULE.__get__(cls), _TYPE_QUALNAME.__get__(cls)
+    except Exception:
+        return None
+    if isinstance(mod, str) and isinstance(qn, str):
+        return _public_torch_path(mod, qn)
+    return None
 
 
 def _public_torch_path(module: str, qualname: str) -> str:
@@ -663,7 +674,7 @@ def classify_object(obj: object) -> str | None:
         return DICT
     if obj is None:
         return NONE
-    if isinstance(obj, type):
+    if is_class(obj):
         return None
     np = sys.modules.get("numpy")
     if np is not None and issubclass(t, np.ndarray):
@@ -925,7 +936,7 @@ class Walker:
                 return DATASET
             if isinstance(base, ast.Name):
                 live = ctx.live_object(base.id)
-                if isinstance(live, type):
+                if is_class(live):
                     k = classify_class(live)
                     if k in (MODULE, DATASET):
                         return k

@@ -1,0 +1,104 @@
+"""Live-namespace resolution: names the cell did not define are resolved from real objects
+(by `type()` only), so findings depend on what the names hold in the kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from torchmagic import check_source  # noqa: E402
+
+
+def rules(code: str, ns: dict | None = None) -> list[tuple[int, str]]:
+    return [(f.line, f.rule) for f in check_source(code, namespace=ns)]
+
+
+def test_TM601_flags_saving_a_module_from_an_earlier_cell() -> None:
+    code = "torch.save(net, 'net.pt')\n"
+    assert rules(code, {"torch": torch, "net": nn.Linear(2, 2)}) == [(1, "TM601")]
+    assert rules(code, {"torch": torch, "net": nn.Linear(2, 2).state_dict()}) == []
+    assert rules(code, {"torch": torch, "net": torch.zeros(2)}) == []
+    assert rules(code) == []  # unknown without the namespace: precision first
+
+
+def test_TM702_resolves_a_scalar_column_index() -> None:
+    code = "col = x[torch.arange(x.shape[0]), k]\n"
+    x = torch.randn(4, 3)
+    assert rules(code, {"torch": torch, "x": x, "k": 2}) == [(1, "TM702")]
+    assert rules(code, {"torch": torch, "x": x, "k": torch.tensor([0, 1, 2, 0])}) == []
+    assert rules(code, {"torch": torch, "x": x, "k": [0, 1, 2, 0]}) == []
+
+
+def test_TM403_depends_on_whether_the_owner_is_a_tensor() -> None:
+    code = "d = ds.data\n"
+    assert rules(code, {"ds": torch.utils.data.TensorDataset(torch.zeros(2))}) == []
+    assert rules(code, {"ds": torch.zeros(2, requires_grad=True)}) == [(1, "TM403")]
+    assert rules(code, {"ds": nn.Parameter(torch.zeros(2))}) == [(1, "TM403")]
+
+
+def test_TM301_item_on_a_python_number_is_not_a_sync() -> None:
+    code = "for i in range(3):\n    v = value.item()\n"
+    assert rules(code, {"value": 3}) == []
+    assert rules(code, {"value": torch.tensor(3.0)}) == [(2, "TM301")]
+
+
+def test_TM302_test_on_a_live_tensor() -> None:
+    code = "if loss < best:\n    best = 0\n"
+    assert rules(code, {"loss": torch.tensor(0.5), "best": 1.0}) == [(1, "TM302")]
+    assert rules(code, {"loss": 0.5, "best": 1.0}) == []
+
+
+def test_TM501_knows_a_live_optimizer_by_its_type() -> None:
+    model = nn.Linear(2, 1)
+    code = "for x in xs:\n    model(x).sum().backward()\n    sgd.step()\n"
+    ns = {"model": model, "sgd": torch.optim.SGD(model.parameters(), lr=0.1), "xs": []}
+    assert rules(code, ns) == [(3, "TM501")]
+    assert rules(code.replace("    sgd.step()", "    sgd.zero_grad()\n    sgd.step()"), ns) == []
+
+
+def test_TM503_tells_plateau_schedulers_apart() -> None:
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
+    code = "sched.step(3)\n"
+    assert rules(code, {"sched": torch.optim.lr_scheduler.StepLR(opt, 2)}) == [(1, "TM503")]
+    assert rules(code, {"sched": torch.optim.lr_scheduler.ReduceLROnPlateau(opt)}) == []
+
+
+def test_TM904_resolves_a_live_loss_module() -> None:
+    code = "loss = crit(F.softmax(logits, dim=1), y)\n"
+    assert rules(code, {"crit": nn.CrossEntropyLoss()}) == [(1, "TM904")]
+    assert rules(code, {"crit": nn.NLLLoss()}) == [(1, "TM904")]
+    assert rules(code.replace("F.softmax", "F.log_softmax"), {"crit": nn.NLLLoss()}) == []
+
+
+def test_TM405_on_a_live_model_output() -> None:
+    code = "preds = net(x).cpu().numpy()\n"
+    assert rules(code, {"net": nn.Linear(2, 2), "x": torch.zeros(1, 2)}) == [(1, "TM405")]
+    assert rules(code, {"net": lambda t: t, "x": torch.zeros(1, 2)}) == []
+
+
+def test_live_objects_are_never_touched_beyond_their_type() -> None:
+    touched: list[str] = []
+
+    class Trap:
+        def __getattribute__(self, name: str):
+            touched.append(name)
+            raise RuntimeError("attribute read")
+
+        def __bool__(self) -> bool:
+            touched.append("__bool__")
+            raise RuntimeError("bool")
+
+        def __len__(self) -> int:
+            touched.append("__len__")
+            raise RuntimeError("len")
+
+    code = "torch.save(obj, 'f')\nfor i in range(2):\n    obj.item()\nif obj:\n    obj.data\n"
+    check_source(code, {"torch": torch, "obj": Trap()})
+    assert touched == []
+
+
+def test_names_bound_in_the_cell_win_over_the_namespace() -> None:
+    code = "net = {'w': 1}\ntorch.save(net, 'f')\n"
+    assert rules(code, {"torch": torch, "net": nn.Linear(2, 2)}) == []
