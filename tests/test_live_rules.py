@@ -1,0 +1,188 @@
+"""Live rules in a real IPython shell: TM105, TM106, TM205, TM401 after a `%%torchcheck` cell."""
+
+from __future__ import annotations
+
+import pytest
+
+import torchmagic
+
+SETUP = "import torch\nfrom torch import nn\n"
+
+
+@pytest.fixture
+def ip(shell):
+    before = set(shell.user_ns)
+    shell.run_cell(SETUP)
+    yield shell
+    for name in set(shell.user_ns) - before:  # the next test starts from a clean namespace
+        shell.user_ns.pop(name, None)
+
+
+def check(ip, body: str):
+    ip.run_cell("%%torchcheck\n" + body)
+    report = torchmagic.last_report()
+    assert report is not None
+    assert not [e for e in report.errors if "live_scan" in e], report.errors
+    return report
+
+
+def live(report, rule):
+    return [f for f in report.findings if f.rule == rule and f.source in ("live", "runtime")]
+
+
+HELPER_CLASS = """
+def make_layers(n):
+    return [nn.Linear(8, 8) for _ in range(n)]
+
+class Tower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = make_layers(3)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+"""
+
+
+def test_TM105_live_flags_helper_returned_list(ip):
+    ip.run_cell(SETUP + HELPER_CLASS)  # class defined in an earlier cell: no static evidence here
+    report = check(ip, "tower = Tower()\n")
+    (f,) = live(report, "TM105")
+    assert f.object == "tower.blocks" and f.line == 2 and f.severity == "error"
+    assert "nn.ModuleList" in f.hint
+
+
+def test_TM105_live_reports_once_per_object(ip):
+    ip.run_cell(SETUP + HELPER_CLASS)
+    check(ip, "tower = Tower()\n")
+    assert live(check(ip, "y = 1\n"), "TM105") == []
+    # rebinding the name to a new object reports again
+    assert len(live(check(ip, "tower = Tower()\n"), "TM105")) == 1
+
+
+def test_TM105_live_groups_instances_of_one_class(ip):
+    ip.run_cell(SETUP + HELPER_CLASS)
+    report = check(ip, "model = nn.Sequential(Tower(), Tower(), Tower())\n")
+    (f,) = live(report, "TM105")
+    assert f.object == "model.0.blocks" and "2 more `Tower` instances" in f.message
+
+
+def test_TM105_live_ignores_registered_containers_and_plain_data(ip):
+    body = (
+        "class Ok(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.layers = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2)])\n"
+        "        self.alias = list(self.layers)\n"  # registered elsewhere in the model
+        "        self.sizes = [2, 2]\n"
+        "        self.cfg = {'act': 'relu', 'dims': (2, 2)}\n"
+        "ok = Ok()\n"
+    )
+    assert live(check(ip, body), "TM105") == []
+
+
+def test_TM105_live_defers_to_static_finding_in_same_cell(ip):
+    body = (
+        "class Bad(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.layers = [nn.Linear(2, 2)]\n"
+        "bad = Bad()\n"
+    )
+    report = check(ip, body)
+    tm105 = [f for f in report.findings if f.rule == "TM105"]
+    assert len(tm105) == 1 and tm105[0].source == "static"
+
+
+def test_TM105_live_flags_plain_dict_of_parameters(ip):
+    ip.run_cell(
+        SETUP + "class P(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.ws = {'a': nn.Parameter(torch.ones(2))}\n"
+    )
+    (f,) = live(check(ip, "p = P()\n"), "TM105")
+    assert f.object == "p.ws" and "plain dict" in f.message
+
+
+def test_TM106_live_flags_plain_tensor_attribute(ip):
+    ip.run_cell(
+        SETUP + "class Scaled(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = nn.Linear(2, 2)\n"
+        "        self.scale = torch.ones(2)\n"
+        "        self.register_buffer('ok', torch.ones(2))\n"
+    )
+    report = check(ip, "x = 1\nmodel = nn.Sequential(Scaled())\n")
+    (f,) = live(report, "TM106")
+    assert f.object == "model.0.scale" and f.line == 3 and f.severity == "warning"
+    assert 'register_buffer("scale"' in f.hint
+
+
+def test_TM205_flags_model_on_two_devices(ip):
+    report = check(
+        ip,
+        "net = nn.Sequential(nn.Linear(2, 2))\nnet[0].weight = nn.Parameter(torch.empty(2, 2, device='meta'))\n",
+    )
+    (f,) = live(report, "TM205")
+    assert f.object == "net" and f.severity == "error" and "cpu and meta" in f.message
+
+
+def test_TM205_pipeline_split_is_info(ip):
+    report = check(ip, "pipe = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2).to('meta'))\n")
+    (f,) = live(report, "TM205")
+    assert f.severity == "info" and "pipeline" in f.message
+
+
+def test_TM205_flags_plain_tensor_left_behind(ip):
+    ip.run_cell(
+        SETUP + "class Stay(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = nn.Linear(2, 2)\n"
+        "        self.mask = torch.ones(2)\n"
+    )
+    report = check(ip, "st = Stay().to('meta')\n")
+    (f,) = live(report, "TM205")
+    assert "`st.mask` (cpu)" in f.message
+    assert live(report, "TM106")
+
+
+def test_TM205_ignores_single_device_model(ip):
+    assert live(check(ip, "one = nn.Sequential(nn.Linear(2, 2)).to('meta')\n"), "TM205") == []
+
+
+def test_TM401_live_flags_list_of_losses(ip):
+    body = (
+        "w = torch.randn(3, requires_grad=True)\n"
+        "losses = []\n"
+        "for i in range(4):\n"
+        "    loss = (w * i).sum()\n"
+        "    losses.append(loss)\n"
+    )
+    ip.run_cell(body)  # unchecked: the static rule has nothing to say about this cell
+    report = check(ip, "history = {'train': losses}\nhist = list(losses)\n")
+    found = live(report, "TM401")
+    warn = [f for f in found if f.severity == "warning"]
+    # `history['train']` is two levels down: not entered
+    assert [f.object for f in warn] == ["losses", "hist"]
+    assert warn[0].line is None  # not bound by this cell
+    assert warn[1].line == 3 and "4 tensors" in warn[1].message
+
+
+def test_TM401_live_single_output_is_info(ip):
+    report = check(ip, "w = torch.randn(3, requires_grad=True)\nout = (w * 2).sum()\n")
+    (f,) = live(report, "TM401")
+    assert f.severity == "info" and f.object == "out" and f.line == 3
+
+
+def test_TM401_live_ignores_detached_values(ip):
+    body = (
+        "w = torch.randn(3, requires_grad=True)\n"
+        "vals = [(w * i).sum().detach() for i in range(3)]\n"
+        "nums = [(w * i).sum().item() for i in range(3)]\n"
+    )
+    assert live(check(ip, body), "TM401") == []

@@ -1,0 +1,116 @@
+"""Records of the live scan: what a tensor/module row says, names, `changed`, totals."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from torchmagic.live.cell import cell_names
+from torchmagic.live.scan import module_names, scan_namespace
+from torchmagic.report import Report
+
+
+def _records(ns, raw_cell="", previous=None):
+    result, ids = scan_namespace(ns, raw_cell=raw_cell, previous=previous)
+    return {t.name: t for t in result.tensors}, {m.name: m for m in result.modules}, ids
+
+
+def test_tensor_record_metadata():
+    a = torch.randn(3, 4, requires_grad=True)
+    b = (a * 2).t()
+    tensors, _, _ = _records({"a": a, "b": b, "i": torch.arange(6, dtype=torch.int64)})
+    ra, rb, ri = tensors["a"], tensors["b"], tensors["i"]
+    assert (ra.shape, ra.dtype, ra.device, ra.nbytes) == ([3, 4], "float32", "cpu", 48)
+    assert ra.requires_grad and ra.grad_fn is None and not ra.is_view
+    assert ra.strides == [4, 1] and ra.contiguous
+    assert rb.shape == [4, 3] and rb.grad_fn == "TBackward0" and rb.is_view and rb.contiguous is False
+    assert ri.dtype == "int64" and ri.nbytes == 48
+
+
+def test_names_inside_containers_are_how_a_user_types_them():
+    t = torch.ones(2)
+    ns = {"xs": [t, 3, "a", t], "d": {"w": t, 5: t, (1, 2): t}, "tup": (None, t), "_hidden": t, "In": [t]}
+    tensors, _, _ = _records(ns)
+    assert set(tensors) == {"xs[0]", "xs[3]", "d['w']", "d[5]", "d[<tuple #2>]", "tup[1]"}
+
+
+def test_module_record():
+    net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    net[2].weight.requires_grad_(False)
+    net.eval()
+    _, modules, _ = _records({"net": net})
+    m = modules["net"]
+    assert m.type == "Sequential" and m.submodules == 3
+    assert m.params == 4 * 8 + 8 + 8 + 8 + 8 * 2 + 2
+    assert m.trainable == m.params - 16
+    assert m.devices == ["cpu"] and m.dtypes == ["float32"] and m.training is False
+    # parameters + buffers (running_mean, running_var, num_batches_tracked)
+    assert m.nbytes == m.params * 4 + 8 * 4 * 2 + 8
+
+
+def test_tied_weights_counted_once():
+    emb = nn.Embedding(10, 4)
+    head = nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight
+    _, modules, _ = _records({"lm": nn.Sequential(emb, head)})
+    assert modules["lm"].params == 40
+
+
+def test_changed_first_scan_uses_the_cells_assignments():
+    ns = {"old": torch.ones(1), "new": torch.ones(1)}
+    tensors, _, _ = _records(ns, raw_cell="%%torchcheck\nnew = torch.ones(1)\n")
+    assert tensors["new"].changed and not tensors["old"].changed
+
+
+def test_changed_compares_identity_with_the_previous_scan():
+    keep, swap = torch.ones(1), torch.ones(1)
+    ns = {"keep": keep, "swap": swap, "xs": [keep]}
+    _, _, ids = _records(ns)
+    ns["swap"] = torch.ones(1)
+    keep.add_(1)  # in place: same object, not changed
+    ns["added"] = torch.ones(1)
+    tensors, _, _ = _records(ns, previous=ids)
+    assert tensors["swap"].changed and tensors["added"].changed
+    assert not tensors["keep"].changed and not tensors["xs[0]"].changed
+
+
+def test_memory_by_device_counts_shared_storage_once():
+    base = torch.zeros(100)
+    tensors, _, _ = _records({"base": base, "alias": base, "copy": base.clone()})
+    report = Report(tensors=list(tensors.values()))
+    assert report.memory_by_device() == {"cpu": 800}
+
+
+def test_meta_tensors_are_totalled_without_storage_keys():
+    tensors, _, _ = _records({"m1": torch.empty(10, device="meta"), "m2": torch.empty(10, device="meta")})
+    assert Report(tensors=list(tensors.values())).memory_by_device() == {"meta": 80}
+
+
+def test_module_names_prefer_the_outermost_root_and_name_plain_list_members():
+    enc = nn.Sequential(nn.Linear(2, 2))
+    net = nn.Sequential(enc, nn.ReLU())
+    net.extra = [nn.Linear(2, 2)]
+    names = module_names({"enc": enc, "net": net})
+    assert names[id(enc[0])] == "net.0.0"
+    assert names[id(net.extra[0])] == "net.extra[0]"
+
+
+def test_cell_names_lines():
+    cell = (
+        "%%torchcheck\n"
+        "net = Net()\n"
+        "a, (b, c) = 1, (2, 3)\n"
+        "for i in range(3):\n"
+        "    losses.append(i)\n"
+        "def f():\n"
+        "    inner = 1\n"
+        "d['k'] = 5\n"
+        "!ls\n"
+        "total += 1\n"
+    )
+    names = cell_names(cell)
+    assert names.assigned["net"] == 2 and names.assigned["c"] == 3 and names.assigned["i"] == 4
+    assert names.line_of("losses") == 5 and names.line_of("d['k']") == 8
+    assert "inner" not in names.assigned and names.assigned["f"] == 6
+    assert names.assigned["total"] == 10
+    assert names.line_of("net.layers") == 2
