@@ -1,0 +1,129 @@
+"""ModeChecks in a real shell: TM505 (train mode under no_grad), TM506 (backward through eval
+mode), TM901 (cudnn.benchmark with many conv shapes)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.nn.modules import module as module_mod
+
+import torchmagic
+from torchmagic.runtime import CellRun
+from torchmagic.runtime.modes import ModeChecks
+
+MODEL = (
+    "import torch\nfrom torch import nn\n"
+    "net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.2), nn.Linear(8, 1))\n"
+    "x = torch.randn(16, 4)\n"
+)
+
+
+@pytest.fixture
+def ip(shell):
+    before = set(shell.user_ns)
+    shell.run_cell(MODEL)
+    yield shell
+    for name in set(shell.user_ns) - before:
+        shell.user_ns.pop(name, None)
+
+
+def findings(ip, body, rule):
+    ip.run_cell("%%torchcheck\n" + body)
+    report = torchmagic.last_report()
+    return [f for f in report.findings if f.rule == rule]
+
+
+def test_TM505_flags_train_mode_under_no_grad(ip):
+    (f,) = findings(ip, "with torch.no_grad():\n    pred = net(x)\n", "TM505")
+    assert f.object == "net" and f.line == 3 and f.source == "runtime"
+    assert "net.1" in f.message and "net.eval()" in f.hint
+
+
+def test_TM505_flags_inference_mode(ip):
+    assert len(findings(ip, "with torch.inference_mode():\n    pred = net(x)\n", "TM505")) == 1
+
+
+def test_TM505_ignores_eval_mode(ip):
+    assert findings(ip, "net.eval()\nwith torch.no_grad():\n    pred = net(x)\n", "TM505") == []
+
+
+def test_TM505_ignores_mc_dropout(ip):
+    body = "net.eval()\nnet[2].train()\nwith torch.no_grad():\n    preds = [net(x) for _ in range(3)]\n"
+    assert findings(ip, body, "TM505") == []
+
+
+def test_TM505_ignores_training_with_grad(ip):
+    assert findings(ip, "loss = net(x).sum()\nloss.backward()\n", "TM505") == []
+
+
+def test_TM506_flags_backward_through_eval_mode(ip):
+    body = "net.eval()\nloss = net(x).pow(2).mean()\nloss.backward()\n"
+    (f,) = findings(ip, body, "TM506")
+    assert f.object == "net" and f.line == 4 and "net.train()" in f.hint
+
+
+def test_TM506_ignores_eval_forward_without_backward(ip):
+    assert findings(ip, "net.eval()\nval = net(x).mean()\n", "TM506") == []
+
+
+def test_TM506_ignores_frozen_batchnorm_in_training_model(ip):
+    body = "net.train()\nnet[1].eval()\nnet[2].p = 0.0\nloss = net(x).sum()\nloss.backward()\n"
+    assert findings(ip, body, "TM506") == []
+
+
+def test_mode_hooks_removed_after_cell(ip):
+    findings(ip, "net.eval()\nloss = net(x).sum()\n", "TM506")
+    assert not module_mod._global_forward_hooks and not module_mod._global_forward_pre_hooks
+    # the tensor hook left on `loss`'s graph is removed: a later backward records nothing
+    ip.run_cell("loss.backward()\n")
+
+
+def _run_tm901(ip, body, limit=8, benchmark=True):
+    checks = ModeChecks(cudnn_devices=("cpu",))  # cuDNN's place taken by the CPU for the test
+    run = CellRun(shell=ip, config=SimpleNamespace(cudnn_shape_limit=limit), raw_cell=body)
+    old = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = benchmark
+    try:
+        checks.start(run)
+        try:
+            ip.run_cell(body)
+        finally:
+            checks.stop(run)
+    finally:
+        torch.backends.cudnn.benchmark = old
+    return [f for f in run.report.findings if f.rule == "TM901"]
+
+
+CONV = "conv = nn.Sequential(nn.Conv2d(1, 2, 3))\n"
+
+
+def test_TM901_flags_many_conv_shapes_with_benchmark(ip):
+    body = CONV + "for n in range(12):\n    conv(torch.randn(1, 1, 8 + n, 8))\n"
+    (f,) = _run_tm901(ip, body)
+    assert f.object == "conv.0" and "12 distinct" in f.message
+    assert f.line == 3
+
+
+def test_TM901_ignores_fixed_shapes(ip):
+    assert _run_tm901(ip, CONV + "for n in range(12):\n    conv(torch.randn(1, 1, 8, 8))\n") == []
+
+
+def test_TM901_ignores_without_benchmark(ip):
+    body = CONV + "for n in range(12):\n    conv(torch.randn(1, 1, 8 + n, 8))\n"
+    assert _run_tm901(ip, body, benchmark=False) == []
+
+
+def test_TM901_ignores_non_cudnn_devices_by_default(ip):
+    checks = ModeChecks()
+    run = CellRun(shell=ip, config=SimpleNamespace(cudnn_shape_limit=2), raw_cell="")
+    old = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        checks.start(run)
+        ip.run_cell(CONV + "for n in range(5):\n    conv(torch.randn(1, 1, 8 + n, 8))\n")
+        checks.stop(run)
+    finally:
+        torch.backends.cudnn.benchmark = old
+    assert [f for f in run.report.findings if f.rule == "TM901"] == []
