@@ -22,6 +22,8 @@ export interface IColumn<T> {
   numeric?: boolean;
   /** Relative width of the column, e.g. '30%'. */
   width?: string;
+  /** 1: always shown; 2: hidden when the panel is narrow; 3: shown only when it is wide. */
+  priority?: 1 | 2 | 3;
   sortable?: boolean;
 }
 
@@ -63,14 +65,15 @@ export class DataTable<T> {
       });
       this.node.appendChild(this._filter);
     }
-    const colgroup = h('colgroup', {});
     const headRow = h('tr', {});
     for (const column of options.columns) {
-      colgroup.appendChild(h('col', { style: column.width ? `width: ${column.width}` : null }));
+      // Widths sit on the header cells (not a colgroup) so hiding a low-priority column
+      // at narrow widths hands its share to the others.
       const th = h('th', {
         scope: 'col',
-        className: column.numeric ? 'tm-mod-numeric' : null,
-        title: column.title ?? null
+        className: columnClass(column),
+        title: column.title ?? null,
+        style: column.width ? `width: ${column.width}` : null
       });
       if (column.sortable === false) {
         th.textContent = column.label;
@@ -83,7 +86,7 @@ export class DataTable<T> {
       headRow.appendChild(th);
     }
     this._body = h('tbody', {});
-    const table = h('table', { className: 'tm-Table-table', 'aria-label': options.label }, colgroup, h('thead', {}, headRow), this._body);
+    const table = h('table', { className: 'tm-Table-table', 'aria-label': options.label }, h('thead', {}, headRow), this._body);
     this.node.appendChild(h('div', { className: 'tm-Table-scroll' }, table));
 
     this._status = h('span', { className: 'tm-Table-status', 'aria-live': 'polite' });
@@ -175,7 +178,7 @@ export class DataTable<T> {
       const tr = h('tr', { className: rowClass ? rowClass(row) : null, title: rowTitle ? rowTitle(row) : null });
       for (const column of columns) {
         const text = cellText(column, row);
-        tr.appendChild(h('td', { className: column.numeric ? 'tm-mod-numeric' : null, title: text }, text));
+        tr.appendChild(h('td', { className: columnClass(column), title: text }, text));
       }
       return tr;
     });
@@ -220,6 +223,11 @@ export class DataTable<T> {
   private _status: HTMLSpanElement;
   private _prev: HTMLButtonElement;
   private _next: HTMLButtonElement;
+}
+
+function columnClass<T>(column: IColumn<T>): string | null {
+  const classes = [column.numeric ? 'tm-mod-numeric' : '', column.priority && column.priority > 1 ? `tm-mod-priority${column.priority}` : ''];
+  return classes.filter(Boolean).join(' ') || null;
 }
 
 function cellText<T>(column: IColumn<T>, row: T): string {

@@ -82,14 +82,7 @@ export function renderSummary(report: IReport): HTMLElement {
       devices.length ? devices.map(d => `${d} ${formatBytes(memory[d])}`).join(' · ') : 'no tensors'
     )
   );
-  const node = h('div', { className: 'tm-Summary', role: 'status' });
-  parts.forEach((part, i) => {
-    if (i > 0) {
-      node.appendChild(h('span', { className: 'tm-Summary-sep', 'aria-hidden': 'true' }, '|'));
-    }
-    node.appendChild(part);
-  });
-  return node;
+  return h('div', { className: 'tm-Summary', role: 'status' }, ...parts);
 }
 
 export type RevealHandler = (cellId: string, finding: IFinding) => void;
@@ -159,14 +152,26 @@ export function renderFinding(finding: IFinding, cellId: string | null, onReveal
       where ? h('span', { className: 'tm-Finding-where' }, where) : null
     )
   );
-  node.appendChild(h('span', { className: 'tm-Finding-message' }, finding.message ?? ''));
+  node.appendChild(h('span', { className: 'tm-Finding-message' }, ...withCode(finding.message ?? '')));
   if (finding.hint) {
-    node.appendChild(h('span', { className: 'tm-Finding-hint' }, finding.hint));
+    node.appendChild(h('span', { className: 'tm-Finding-hint' }, ...withCode(finding.hint)));
   }
   if (clickable) {
     node.addEventListener('click', () => onReveal!(cellId!, finding));
   }
   return node;
+}
+
+/**
+ * Messages and hints quote code in backticks, as rule docs do: those spans become <code>
+ * elements, built from text nodes like everything else.
+ */
+export function withCode(text: string): (Node | string)[] {
+  const parts = String(text).split('`');
+  if (parts.length < 3) {
+    return [String(text)];
+  }
+  return parts.map((part, i) => (i % 2 === 1 && i < parts.length - 1 ? h('code', {}, part) : i % 2 === 1 ? '`' + part : part));
 }
 
 /** "cpu 48 B · cuda:0 1.2 MiB" with the number of tensors, above the tensor table. */
@@ -201,13 +206,14 @@ export function renderMemoryTotals(report: IReport): HTMLElement {
 }
 
 export const TENSOR_COLUMNS: IColumn<ITensorRecord>[] = [
-  { id: 'name', label: 'Name', value: t => t.name, width: '28%' },
+  { id: 'name', label: 'Name', value: t => t.name, width: '22%' },
   { id: 'shape', label: 'Shape', value: t => (t.shape ?? []).reduce((a, b) => a * b, 1), text: t => formatShape(t.shape), width: '22%' },
-  { id: 'dtype', label: 'dtype', value: t => t.dtype, width: '15%' },
-  { id: 'device', label: 'Device', value: t => t.device, width: '13%' },
-  { id: 'nbytes', label: 'Size', value: t => t.nbytes, text: t => formatBytes(t.nbytes), numeric: true, width: '14%' },
+  { id: 'dtype', label: 'dtype', priority: 2, value: t => t.dtype, width: '14%' },
+  { id: 'device', label: 'Device', value: t => t.device, width: '16%' },
+  { id: 'nbytes', label: 'Size', value: t => t.nbytes, text: t => formatBytes(t.nbytes), numeric: true, width: '18%' },
   {
     id: 'grad',
+    priority: 3,
     label: 'Grad',
     title: 'requires_grad (and grad_fn)',
     value: t => (t.grad_fn ? `${t.grad_fn}` : t.requires_grad ? 'yes' : ''),
@@ -220,16 +226,18 @@ export function tensorRowClass(t: ITensorRecord): string {
 }
 
 export function tensorRowTitle(t: ITensorRecord): string {
-  const notes = [t.changed ? 'created or rebound by the last checked cell' : '', t.is_view ? 'a view: shares storage' : '', t.grad_fn ? `grad_fn ${t.grad_fn}` : ''];
+  const notes = [
+    `${t.name}: ${formatShape(t.shape)} ${t.dtype} on ${t.device}, ${formatBytes(t.nbytes)}${t.requires_grad ? ', requires grad' : ''}`,t.changed ? 'created or rebound by the last checked cell' : '', t.is_view ? 'a view: shares storage' : '', t.grad_fn ? `grad_fn ${t.grad_fn}` : ''];
   return notes.filter(Boolean).join('; ');
 }
 
 export const MODULE_COLUMNS: IColumn<IModuleRecord>[] = [
   { id: 'name', label: 'Name', value: m => m.name, width: '24%' },
-  { id: 'type', label: 'Type', value: m => m.type, width: '20%' },
+  { id: 'type', label: 'Type', value: m => m.type, priority: 2, width: '20%' },
   { id: 'params', label: 'Params', value: m => m.params, text: m => formatCount(m.params), numeric: true, width: '14%' },
   {
     id: 'trainable',
+    priority: 3,
     label: 'Train.',
     title: 'Trainable parameters',
     value: m => m.trainable,
@@ -237,8 +245,8 @@ export const MODULE_COLUMNS: IColumn<IModuleRecord>[] = [
     numeric: true,
     width: '12%'
   },
-  { id: 'devices', label: 'Device', value: m => (m.devices ?? []).join(', '), width: '10%' },
-  { id: 'mode', label: 'Mode', value: m => (m.training ? 'train' : 'eval'), width: '8%' },
+  { id: 'devices', label: 'Device', priority: 2, value: m => (m.devices ?? []).join(', '), width: '10%' },
+  { id: 'mode', label: 'Mode', priority: 3, value: m => (m.training ? 'train' : 'eval'), width: '8%' },
   { id: 'nbytes', label: 'Size', value: m => m.nbytes, text: m => formatBytes(m.nbytes), numeric: true, width: '12%' }
 ];
 
@@ -250,10 +258,10 @@ export const SHAPE_COLUMNS: IColumn<IShapeRecord>[] = [
     text: s => `${'· '.repeat(Math.max(0, Math.min(s.depth ?? 0, 8)))}${s.module}`,
     width: '28%'
   },
-  { id: 'type', label: 'Type', value: s => s.type, width: '18%' },
+  { id: 'type', label: 'Type', value: s => s.type, priority: 3, width: '18%' },
   { id: 'inputs', label: 'In', value: s => formatShapes(s.inputs), width: '20%', sortable: false },
   { id: 'outputs', label: 'Out', value: s => formatShapes(s.outputs), width: '20%', sortable: false },
-  { id: 'calls', label: 'Calls', value: s => s.calls, numeric: true, width: '14%' }
+  { id: 'calls', label: 'Calls', priority: 2, value: s => s.calls, numeric: true, width: '14%' }
 ];
 
 export const SYNC_COLUMNS: IColumn<ISyncRecord>[] = [
@@ -263,6 +271,7 @@ export const SYNC_COLUMNS: IColumn<ISyncRecord>[] = [
   { id: 'seconds', label: 'Waited', value: s => s.seconds, text: s => formatSeconds(s.seconds), numeric: true, width: '16%' },
   {
     id: 'ops',
+    priority: 3,
     label: 'Ops',
     value: s =>
       Object.entries(s.ops ?? {})

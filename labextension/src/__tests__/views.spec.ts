@@ -1,5 +1,5 @@
 import { formatBytes, formatShape, formatSeconds } from '../format';
-import { renderFinding, renderFindings, renderMemoryTotals, renderSummary } from '../views';
+import { renderFinding, renderFindings, renderMemoryTotals, renderSummary, withCode } from '../views';
 import { EVIL, sampleReport } from './fixtures';
 
 describe('formatters', () => {
@@ -97,5 +97,16 @@ describe('escaping', () => {
     // An unknown severity falls back to "info" instead of reaching a class name.
     expect(host.querySelector('.tm-Finding')!.className).toContain('tm-mod-info');
     expect((window as any).__pwned).toBe(0);
+  });
+});
+
+describe('withCode', () => {
+  it('turns backtick spans into code elements built from text', () => {
+    const host = document.createElement('div');
+    host.append(...withCode('use `<b>x.to(dev)</b>` not `y`, and a stray ` tick'));
+    expect(host.querySelector('b')).toBeNull();
+    const codes = Array.from(host.querySelectorAll('code')).map(c => c.textContent);
+    expect(codes).toEqual(['<b>x.to(dev)</b>', 'y']);
+    expect(host.textContent).toBe('use <b>x.to(dev)</b> not y, and a stray ` tick');
   });
 });
