@@ -1,0 +1,127 @@
+"""The ipywidgets view: tabs, sorting, show-all, escaping, and its static fallback."""
+
+from __future__ import annotations
+
+import ipywidgets
+
+from torchmagic.report import Finding, ModuleRecord, Report, ShapeRecord, SyncRecord, TensorRecord
+from torchmagic.views.widget import (
+    ReportView,
+    findings_table,
+    render_widget,
+    shapes_table,
+    sort_tensors,
+    syncs_table,
+    tensors_table,
+)
+
+EVIL = "<script>alert(1)</script>"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def tensor(name, nbytes=16, changed=False, **kw):
+    return TensorRecord(name, [2, 2], "float32", "cpu", nbytes, False, None, False, changed, **kw)
+
+
+def report() -> Report:
+    return Report(
+        findings=[
+            Finding(
+                "TM105",
+                "unregistered-submodules",
+                "error",
+                3,
+                None,
+                f"`{EVIL}` msg",
+                f"fix {EVIL}",
+                EVIL,
+                "live",
+            ),
+            Finding("TM402", "prefer-inference-mode", "info", 1, 0, "m", "h"),
+        ],
+        tensors=[tensor("small", 8), tensor(EVIL, 64, changed=True), tensor("mid", 32)],
+        modules=[ModuleRecord(EVIL, "Net", 10, 10, ["cpu"], ["float32"], True, 40)],
+        shape_trace=[
+            ShapeRecord("net", "Net", 1, [[5, 8]], [[5, 4]], "cpu", "float32", 0),
+            ShapeRecord(f"net.{EVIL}", "Linear", 2, [[5, 8]], [[5, 16]], "cpu", "float32", 1),
+        ],
+        syncs=[
+            SyncRecord(4, 10, 0.5, {"aten::_local_scalar_dense": 10}, f"x.item() {EVIL}"),
+            SyncRecord(2, 1, 0.01, {"aten::nonzero": 1}, "y.nonzero()"),
+        ],
+    )
+
+
+def test_everything_escaped():
+    r = report()
+    view = render_widget(r)
+    bundle = view._repr_mimebundle_()
+    panes = [p.value for p in view._panes] + [view._summary.value]
+    for text in [bundle["text/html"], *panes]:
+        assert "<script>" not in text
+    assert "&lt;script&gt;" in "".join(panes)
+
+
+def test_mimebundle_has_widget_html_and_text():
+    bundle = render_widget(report())._repr_mimebundle_()
+    assert WIDGET_MIME in bundle and bundle[WIDGET_MIME]["model_id"]
+    assert bundle["text/html"].strip() and bundle["text/plain"].startswith("torchcheck:")
+
+
+def test_view_structure_and_titles():
+    view = render_widget(report())
+    assert isinstance(view, ReportView) and isinstance(view.widget, ipywidgets.VBox)
+    assert view._tab.titles == ("Findings (2)", "Tensors (3)", "Modules (1)", "Shapes (2)", "Syncs (11)")
+
+
+def test_findings_table_columns():
+    html = findings_table(report().sorted_findings())
+    assert html.index("TM402") < html.index("TM105")  # line 1 before line 3
+    assert "<th>line</th><th>rule</th><th>message</th><th>fix</th>" in html
+
+
+def test_tensor_sorting_and_changed_highlight():
+    r = report()
+    assert [t.name for t in sort_tensors(r.tensors, "size")] == [EVIL, "mid", "small"]
+    assert [t.name for t in sort_tensors(r.tensors, "name", descending=False)] == [EVIL, "mid", "small"]
+    assert [t.name for t in sort_tensors(r.tensors, "size", descending=False)][0] == "small"
+    html = tensors_table(r.tensors)
+    assert html.count("tmw-changed") == 2  # the css rule and the one changed row
+
+
+def test_sort_control_updates_tensor_pane():
+    view = render_widget(report())
+    view._sort.value = "name"
+    view._order.value = "desc"
+    pane = view._panes[1].value
+    assert pane.index("small") < pane.index("mid")
+
+
+def test_rows_capped_with_show_all():
+    r = Report(tensors=[tensor(f"t{i}") for i in range(50)])
+    view = ReportView(r, max_rows=10)
+    assert view._panes[1].value.count("<tr>") == 10 + 1 and "showing 10 of 50" in view._panes[1].value
+    assert view._all.layout.display == ""
+    view._all.value = True
+    assert view._panes[1].value.count("<tr>") == 50 + 1
+
+
+def test_show_all_hidden_when_everything_fits():
+    assert render_widget(report())._all.layout.display == "none"
+
+
+def test_shapes_tree_indented():
+    html = shapes_table(report().shape_trace)
+    assert "5×8 → 5×16" in html and "&nbsp;&nbsp;<code>net.&lt;script&gt;" in html
+
+
+def test_syncs_sorted_by_time():
+    html = syncs_table(report().syncs)
+    assert html.index("x.item()") < html.index("y.nonzero()")
+    assert "aten::_local_scalar_dense×10" in html
+
+
+def test_empty_report_renders():
+    view = render_widget(Report())
+    assert "No findings." in view._panes[0].value
+    assert view._repr_mimebundle_()["text/plain"]
