@@ -10,7 +10,7 @@ Two backends share one ledger (`_Ledger`: attribution and grouping):
 
 *Portable* (`_SyncMode`, a `TorchFunctionMode`): sees every torch function and tensor method
 call; a frozenset membership test lets everything but the sync-prone calls through at once
-(about 1.5 µs per op, see bench/sync_overhead.py). Sync-prone calls (`.item()`, `bool()`,
+(about 1 µs per torch call on the bench machine, see bench/sync_overhead.py). Sync-prone calls (`.item()`, `bool()`,
 `.tolist()`, `.cpu()`, masks, `nonzero`, `unique`, printing, ...) on a tensor whose device
 type is in `sync_devices` are timed whole. On a GPU the call's duration is the wait plus a
 tiny copy, so this alone would be a fair timer; it cannot see `torch.cuda.synchronize()`,
@@ -39,6 +39,11 @@ the CUDA backend on, every CUDA allocation, free and event in the process calls 
 
 Syncs made by other threads (data-loader pinning threads) have no cell frame and are not
 charged to a line. Nothing here initialises CUDA, changes results, or touches warnings.
+
+`torch.compile`: dynamo traces through function modes, so a compiled function recompiles
+once the first time it runs inside a checked cell; compiled graphs do not pass through the
+mode when they run, so on the CPU only syncs at graph breaks are seen (the CUDA trace still
+sees every sync compiled code makes).
 """
 
 from __future__ import annotations
@@ -328,6 +333,8 @@ Drain = Callable[[str, int | None], None]
 
 def cuda_drain(kind: str, handle: int | None) -> None:
     """Wait for the work a sync of `kind` waits for (a stream's queue, else the device)."""
+    if torch.cuda.is_current_stream_capturing():
+        return  # a sync during graph capture fails on its own; draining here would too
     if kind == "stream" and handle:
         try:
             torch.cuda.ExternalStream(handle).synchronize()
