@@ -10,11 +10,12 @@ Two backends share one ledger (`_Ledger`: attribution and grouping):
 
 *Portable* (`_SyncMode`, a `TorchFunctionMode`): sees every torch function and tensor method
 call; a frozenset membership test lets everything but the sync-prone calls through at once
-(about 1 µs per torch call on the bench machine, see bench/sync_overhead.py). Sync-prone calls (`.item()`, `bool()`,
-`.tolist()`, `.cpu()`, masks, `nonzero`, `unique`, printing, ...) on a tensor whose device
-type is in `sync_devices` are timed whole. On a GPU the call's duration is the wait plus a
-tiny copy, so this alone would be a fair timer; it cannot see `torch.cuda.synchronize()`,
-`Event.synchronize()`, stream syncs, or syncs hidden inside ops that are not on its list.
+(about 1 µs per torch call on the bench machine, see bench/sync_overhead.py). Sync-prone
+calls (`.item()`, `bool()`, `.tolist()`, `.cpu()`, masks, `nonzero`, `unique`, printing,
+...) on a tensor whose device type is in `sync_devices` are timed whole. On a GPU such a
+call's duration is the wait plus a tiny copy, so this alone would be a fair timer; but it
+cannot see `torch.cuda.synchronize()`, `Event.synchronize()`, stream syncs, or syncs
+hidden inside ops that are not on its list.
 
 *CUDA* (`CudaSyncBackend`, only when `"cuda"` is in `sync_devices` and
 `torch.cuda.is_available()`): PyTorch's GPU-trace callbacks (`torch.cuda._gpu_trace`, the
@@ -42,8 +43,8 @@ charged to a line. Nothing here initialises CUDA, changes results, or touches wa
 
 `torch.compile`: dynamo traces through function modes, so a compiled function recompiles
 once the first time it runs inside a checked cell; compiled graphs do not pass through the
-mode when they run, so on the CPU only syncs at graph breaks are seen (the CUDA trace still
-sees every sync compiled code makes).
+mode when they run, so the mode sees syncs only at graph breaks (the CUDA trace callbacks
+come from c10 and fire for compiled code too).
 """
 
 from __future__ import annotations
