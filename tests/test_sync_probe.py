@@ -110,6 +110,16 @@ def test_rerun_of_the_same_cell_is_attributed_again(cpu_shell) -> None:
         assert [(s.line, s.count) for s in report.syncs] == [(4, 3)]
 
 
+def test_auto_mode_cells_are_attributed_like_magic_cells(cpu_shell) -> None:
+    cpu_shell.run_cell("%torchcheck on", store_history=False)
+    try:
+        with capture_output():
+            cpu_shell.run_cell("x = torch.ones(3)\nfor i in range(3):\n    x[i].item()\n", store_history=True)
+    finally:
+        cpu_shell.run_cell("%torchcheck off", store_history=False)
+    assert [(s.line, s.count) for s in torchmagic.last_report().syncs] == [(3, 3)]
+
+
 def test_cell_without_syncs_reports_none(cpu_shell) -> None:
     _, report, _ = checked(
         cpu_shell,

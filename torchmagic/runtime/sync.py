@@ -120,6 +120,8 @@ OP_NAMES: dict[Any, str] = dict(
 SYNC_FUNCS: frozenset[Any] = frozenset(OP_NAMES)
 
 _MASK_DTYPES = (torch.bool, torch.uint8)
+_GETITEM = Tensor.__getitem__
+_INDEX_CONTAINERS = (Tensor, tuple, list)
 
 
 def _has_mask(index: Any) -> bool:
@@ -445,6 +447,8 @@ class _SyncMode(TorchFunctionMode):
             if kwargs:
                 return func(*args, **kwargs)
             return func(*args)
+        if func is _GETITEM and not isinstance(args[1], _INDEX_CONTAINERS):
+            return func(*args)  # x[i], x[1:3]: the common, sync-free indexing
         return self._sync_prone(func, args, kwargs or {})
 
     def _sync_prone(self, func: Any, args: tuple, kwargs: dict) -> Any:
