@@ -71,6 +71,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: () => {
         if (!panel || panel.isDisposed) {
           createPanel();
+        } else if (!panel.isAttached) {
+          app.shell.add(panel, 'right', { rank: 900 }); // closed, not disposed
         }
         app.shell.activateById(PANEL_ID);
       }

@@ -4,6 +4,7 @@
  * sort/filter/page state persist across reports, so new data does not make the layout jump.
  */
 
+import { Message } from '@lumino/messaging';
 import { ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
@@ -120,6 +121,7 @@ export class TorchmagicPanel extends Widget {
 
   /** Re-render from the source; cheap enough to call on every report. */
   render(): void {
+    this._stale = false;
     const source = this._source;
     const state = source ? source.state : 'no-kernel';
     const latest = source?.latest ?? null;
@@ -210,11 +212,24 @@ export class TorchmagicPanel extends Widget {
     return { details, count, body };
   }
 
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    if (this._stale) {
+      this.render();
+    }
+  }
+
   private _onChanged(): void {
+    // A collapsed panel renders when it is shown again, with the latest state.
+    if (this.isAttached && !this.isVisible) {
+      this._stale = true;
+      return;
+    }
     this.render();
   }
 
   private _source: PanelSource | null = null;
+  private _stale = false;
   private _reveal: RevealHandler | null;
   private _status: HTMLDivElement;
   private _summary: HTMLDivElement;

@@ -147,6 +147,18 @@ def test_page_reload_reattaches_in_the_dark_theme(page: Page, notebooks: LabServ
     text = page.locator(f"{PANEL} .tm-Finding-message").first.evaluate("n => getComputedStyle(n).color")
     assert luminance(background) < 0.3 < luminance(text), (background, text)
     page.locator(PANEL).screenshot(path=str(ARTIFACTS / "sidebar-dark.png"))
+
+    # Collapse the panel, check the cell again, open the panel: it shows the new report.
+    tab = page.locator(f"li.lm-TabBar-tab[data-id='{PANEL[1:]}']")
+    tab.click()
+    expect(page.locator(PANEL)).to_be_hidden()
+    run_cell(page, 2)
+    expect(page.locator(f"{NOTEBOOK} .jp-Cell").nth(2).locator(".jp-InputPrompt")).to_contain_text(
+        "3", timeout=KERNEL_TIMEOUT
+    )
+    open_panel(page)
+    expect(page.locator(f"{PANEL} .tm-SummaryCell")).to_contain_text("Cell [3]")
+    expect(page.locator(f"{PANEL} .tm-FindingGroup")).to_have_count(1)
     notebooks.set_setting("@jupyterlab/apputils-extension:themes", {"theme": "JupyterLab Light"})
 
 

@@ -120,3 +120,17 @@ describe('TorchmagicPanel', () => {
     panel.dispose();
   });
 });
+
+describe('TorchmagicPanel while collapsed', () => {
+  it('renders the latest state when it is shown again', () => {
+    const panel = mount(new TorchmagicPanel());
+    const source = new FakeSource();
+    panel.setSource(source);
+    panel.hide();
+    source.push();
+    expect(panel.node.textContent).not.toContain('TM101');
+    panel.show();
+    expect(panel.node.textContent).toContain('TM101');
+    panel.dispose();
+  });
+});
