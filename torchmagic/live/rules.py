@@ -93,7 +93,7 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
         ids = {id(m) for _, m, _ in tree.nodes}
         covered |= ids
         params: set[int] = set()
-        devices: dict[str, list[str]] = {}  # device -> qualified tensor names
+        devices: dict[str, tuple[str, str]] = {}  # device -> (module, tensor) first seen there
         split_ok = True
         attr_devices: list[tuple[str, str]] = []
         candidates: list[tuple[type, str, str, Any]] = []
@@ -111,13 +111,16 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
                     except Exception:
                         continue
                     own.add(dev)
-                    devices.setdefault(dev, []).append(f"{qual}.{pname}")
+                    if dev not in devices:
+                        devices[dev] = (qual, pname)
             if len(own) > 1:
                 split_ok = False
-            for attr, v in [kv for kv in dict.items(d) if kv[0] not in MODULE_INTERNALS]:
-                if type(attr) is not str:
-                    continue
+            # Set difference in C: most modules have two or three user attributes, all ints.
+            for attr in d.keys() - MODULE_INTERNALS:
+                v = d.get(attr)
                 tp = type(v)
+                if tp is int or tp is float or tp is bool or tp is str or v is None or type(attr) is not str:
+                    continue
                 if tp is list or tp is tuple or tp is dict:
                     candidates.append((type(m), attr, qual, v))
                 elif issubclass(tp, torch.Tensor) and not issubclass(tp, _Parameter):
@@ -192,7 +195,7 @@ def _unregistered(container: Any, module_ids: set[int], param_ids: set[int]) -> 
 
 def _mixed_devices(
     tree: Any,
-    devices: dict[str, list[str]],
+    devices: dict[str, tuple[str, str]],
     attr_devices: list[tuple[str, str]],
     split_ok: bool,
     result: ScanResult,
@@ -234,7 +237,7 @@ def _mixed_devices(
                 tree.root,
             )
         ]
-    examples = "; ".join(f"{dev}: `{names[0]}`" for dev, names in sorted(devices.items()))
+    examples = "; ".join(f"{dev}: `{q}.{p}`" for dev, (q, p) in sorted(devices.items()))
     return [
         (
             finding(
@@ -280,9 +283,9 @@ def graph_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Find
             )
         )
     singles: list[tuple[str, Any]] = []
-    for name, t in result.objects.tensors:
-        if "[" in name or cell.assigned.get(name) is None:
-            continue  # only names this cell bound; container items are handled above
+    assigned = cell.assigned
+    # only names this cell bound (container items are handled above)
+    for name, t in [nt for nt in result.objects.tensors if nt[0] in assigned]:
         try:
             if _grad_fn(t) is not None:
                 singles.append((name, t))

@@ -227,6 +227,7 @@ def _dense_numel(shape: list[int], sparse_dim: int) -> int:
 
 
 _MISSING = object()
+_weakref = weakref.ref
 
 
 def _key_repr(k: Any, i: int) -> str:
@@ -481,13 +482,6 @@ def _same(before: Any, obj: Any) -> bool:
     return before() is obj
 
 
-def _identity(obj: Any) -> Any:
-    try:
-        return weakref.ref(obj)
-    except TypeError:
-        return id(obj)
-
-
 def scan_namespace(
     ns: dict[str, Any],
     *,
@@ -503,11 +497,17 @@ def scan_namespace(
     identities: dict[str, Any] = {}
 
     def changed(name: str, obj: Any) -> bool:
-        identities[name] = _identity(obj)
+        try:
+            ref: Any = _weakref(obj)
+        except TypeError:
+            ref = id(obj)
+        identities[name] = ref
         if previous is None:
             return cell.line_of(name) is not None
         before = previous.get(name)
-        return before is None or not _same(before, obj)
+        # CPython hands out the same basic weak ref while one is alive, so `is` settles the
+        # common case; dereferencing covers the rest.
+        return before is None or (before is not ref and not _same(before, obj))
 
     gc_was_enabled = gc.isenabled()
     # Thousands of small records would trigger collections of the user's whole heap.
