@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -114,3 +115,37 @@ def test_cell_names_lines():
     assert "inner" not in names.assigned and names.assigned["f"] == 6
     assert names.assigned["total"] == 10
     assert names.line_of("net.layers") == 2
+
+
+def test_cuda_memory_probe_never_initialises_cuda():
+    from types import SimpleNamespace
+
+    from torchmagic.live.memory import CudaMemoryProbe
+    from torchmagic.runtime import CellRun
+
+    probe = CudaMemoryProbe()
+    run = CellRun(shell=None, config=SimpleNamespace(), raw_cell="")
+    was_initialised = torch.cuda.is_initialized()
+    probe.start(run)
+    probe.stop(run)
+    assert torch.cuda.is_initialized() == was_initialised
+    if not was_initialised:
+        assert run.report.memory.allocated_after is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_memory_probe_reports_the_cells_allocation():
+    from types import SimpleNamespace
+
+    from torchmagic.live.memory import CudaMemoryProbe
+    from torchmagic.runtime import CellRun
+
+    torch.zeros(1, device="cuda")  # initialise
+    probe = CudaMemoryProbe()
+    run = CellRun(shell=None, config=SimpleNamespace(), raw_cell="")
+    probe.start(run)
+    big = torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")
+    probe.stop(run)
+    mem = run.report.memory
+    assert mem.device.startswith("cuda") and mem.allocated_after - mem.allocated_before >= 64 * 2**20
+    del big

@@ -590,11 +590,8 @@ class LiveScan:
         try:
             report.tensors.extend(result.tensors)
             report.modules.extend(result.modules)
-            if result.memory is not None:
-                before = (
-                    report.memory.allocated_before if report.memory.device == result.memory.device else None
-                )
-                result.memory.allocated_before = before
+            if result.memory is not None and report.memory.allocated_after is None:
+                # CudaMemoryProbe, when it ran, already holds before/after/peak for the cell.
                 report.memory = result.memory
             with warnings.catch_warnings(), torch._C.DisableTorchFunctionSubclass():
                 warnings.simplefilter("ignore")

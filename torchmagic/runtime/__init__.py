@@ -52,11 +52,17 @@ class Analyzer(Protocol):
 
 def make_collectors(config: Any) -> list[Collector]:
     """The collectors of one loaded extension, in start order (stopped in reverse)."""
+    from ..live.memory import CudaMemoryProbe
     from .modes import ModeChecks
     from .shapes import ShapeTracer
     from .sync import SyncProbe
 
-    collectors: list[Collector] = [SyncProbe(config), ShapeTracer(config), ModeChecks(config)]
+    collectors: list[Collector] = [
+        SyncProbe(config),
+        ShapeTracer(config),
+        ModeChecks(config),
+        CudaMemoryProbe(config),
+    ]
     return collectors
 
 
