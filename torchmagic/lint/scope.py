@@ -425,6 +425,8 @@ class Context:
                 return TENSOR
             if base == SHAPE:
                 return NUMBER if not isinstance(node.slice, ast.Slice) else SHAPE  # type: ignore[attr-defined]
+            if base == NDARRAY:
+                return NDARRAY  # an array or a numpy scalar: never a tensor
             return None
         if t is ast.BinOp:
             left, right = self.kind(node.left), self.kind(node.right)  # type: ignore[attr-defined]
@@ -545,6 +547,8 @@ class Context:
                 if m == "forward":
                     return TENSOR
                 return None
+            if recv == NDARRAY:
+                return {"tolist": LIST, "item": NUMBER}.get(m, NDARRAY)
             if recv == SHAPE and m == "numel":
                 return NUMBER
             if isinstance(func.value, ast.Name) and func.value.id == "self" and self.frame.cls is not None:

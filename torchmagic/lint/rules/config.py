@@ -133,6 +133,8 @@ def _normaliser(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
     """softmax/log_softmax/sigmoid when `node` is (a name assigned from) such a result."""
     if depth > 4:
         return None
+    if isinstance(node, ast.NamedExpr):
+        return _normaliser(ctx, node.value, depth + 1)
     if isinstance(node, ast.Name):
         origin = ctx.origin(node)
         return _normaliser(ctx, origin, depth + 1) if origin is not None else None

@@ -117,8 +117,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             kind = ctx.kind(func.value)
             if kind in _NOT_TENSOR:
                 return
-            if func.attr == "nonzero" and kind not in TENSOR_KINDS:
-                return
+            if func.attr in ("nonzero", "tolist") and kind not in TENSOR_KINDS:
+                return  # also pandas/numpy methods: only flagged on known tensors
             if isinstance(func.value, ast.Constant):
                 return
             label = f"{unparse(func.value, 40)}.{func.attr}()"
