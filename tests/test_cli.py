@@ -64,6 +64,7 @@ def test_check_notebook_names_cells_by_position_among_all_cells(tmp_path: Path) 
             ("code", "%matplotlib inline\nimport torch\n!nvidia-smi"),
             ("raw", "not code"),
             ("code", "files = !ls\n" + SYNC),
+            ("code", "%%bash\necho x.cuda()"),
         ]
     )
     (tmp_path / "nb.ipynb").write_text(nb)

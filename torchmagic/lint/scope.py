@@ -197,6 +197,9 @@ class LoopInfo:
 
     node: ast.AST
     calls: list[ast.Call] = field(default_factory=list)
+    # set once a nested `for`/`while` has been walked: code after it runs once per outer
+    # iteration (an epoch loop around a batch loop), not in the hot path
+    inner_loop_seen: bool = False
 
 
 @dataclass
@@ -995,6 +998,8 @@ class Walker:
     def _visit_loop(self, node: ast.AST, children: Iterable[ast.AST]) -> None:
         ctx = self.ctx
         info = LoopInfo(node)
+        if ctx.frame.loops and not isinstance(node, _COMPREHENSIONS):
+            ctx.frame.loops[-1].inner_loop_seen = True
         ctx.frame.loops.append(info)
         try:
             self._visit_children(node, children)

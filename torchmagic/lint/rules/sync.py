@@ -75,7 +75,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     ## What it does
     Flags `.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `.nonzero()`, `print(<tensor>)` and
     `torch.cuda.synchronize()` inside a `for`/`while` loop (or comprehension). Calls under
-    `if step % N == 0:` are reported as info. The runtime probe confirms the waits.
+    `if step % N == 0:` are reported as info; reads after an inner loop (once per epoch) are
+    not reported. The runtime probe confirms the waits.
 
     ## Why is this bad?
     Each of these copies a value to the CPU, so the CPU waits until the GPU has finished all
@@ -96,8 +97,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     print(total.item())          # one sync, after the loop
     ```
     """
-    if not ctx.in_loop:
-        return
+    if not ctx.in_loop or ctx.loops[-1].inner_loop_seen:
+        return  # after an inner loop: once per epoch is the fix, not the problem
     func = call.func
     if isinstance(func, ast.Name):
         if func.id != "print":
