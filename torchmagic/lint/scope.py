@@ -702,6 +702,12 @@ _GRAD_CONTEXTS = {
 }
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Node types with nothing below them that a rule could want (contexts and operators).
+_LEAVES = frozenset(
+    c
+    for base in (ast.expr_context, ast.operator, ast.cmpop, ast.boolop, ast.unaryop)
+    for c in base.__subclasses__()
+)
 
 
 def grad_context(ctx: Context, expr: ast.AST) -> str | None:
@@ -745,6 +751,19 @@ class Walker:
             if r.finish:
                 self.on_finish.append(r)
 
+        self._special: dict[type, Callable[[Any], None]] = {
+            ast.FunctionDef: self._visit_function,
+            ast.AsyncFunctionDef: self._visit_function,
+            ast.ClassDef: self._visit_class,
+            ast.For: self._visit_for,
+            ast.AsyncFor: self._visit_for,
+            ast.While: self._visit_while,
+            ast.With: self._visit_with,
+            ast.AsyncWith: self._visit_with,
+            ast.Lambda: self._visit_lambda,
+            **{c: self._visit_comprehension for c in _COMPREHENSIONS},
+        }
+
     def run(self, tree: ast.Module) -> None:
         self._prescan_imports(tree)
         self.visit(tree)
@@ -780,12 +799,13 @@ class Walker:
                         self.ctx.imports[a.asname or a.name] = f"{node.module}.{a.name}"
 
     def visit(self, node: ast.AST) -> None:
-        ctx = self.ctx
         t = type(node)
         rules = self.by_node.get(t)
         if rules:
             for r in rules:
                 self._call(r, node)
+        if t is ast.Name or t is ast.Constant:
+            return  # leaves (their only child is the Load/Store context)
         if t is ast.Call:
             self._on_call(node)  # type: ignore[arg-type]
         elif t is ast.Attribute:
@@ -793,39 +813,33 @@ class Walker:
             if rules:
                 for r in rules:
                     self._call(r, node)
-        if t in _FUNCS:
-            self._visit_function(node)  # type: ignore[arg-type]
+        special = self._special.get(t)
+        if special is not None:
+            special(node)
             return
-        if t is ast.ClassDef:
-            self._visit_class(node)  # type: ignore[arg-type]
-            return
-        if t is ast.For or t is ast.AsyncFor:
-            self._visit_for(node)  # type: ignore[arg-type]
-            return
-        if t is ast.While:
-            self._visit_loop(node, list(ast.iter_child_nodes(node)))
-            return
-        if t in _COMPREHENSIONS:
-            self._visit_comprehension(node)
-            return
-        if t is ast.With or t is ast.AsyncWith:
-            self._visit_with(node)  # type: ignore[arg-type]
-            return
-        if t is ast.Lambda:
-            self._visit_in_frame(
-                node,
-                Frame(node, cls=ctx.frame.cls, method=ctx.frame.method, in_forward=ctx.frame.in_forward),
-                [node.body],
-            )  # type: ignore[attr-defined]
-            return
-        ctx.stack.append(node)
-        for child in ast.iter_child_nodes(node):
-            self.visit(child)
-        ctx.stack.pop()
+        stack = self.ctx.stack
+        stack.append(node)
+        visit = self.visit
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    if type(item) not in _LEAVES and isinstance(item, ast.AST):
+                        visit(item)
+            elif value is not None and type(value) not in _LEAVES and isinstance(value, ast.AST):
+                visit(value)
+        stack.pop()
         if t is ast.Assign or t is ast.AnnAssign or t is ast.AugAssign or t is ast.NamedExpr:
             self._bind_assignment(node)
-        elif t is ast.Import or t is ast.ImportFrom:
-            pass
+
+    def _visit_while(self, node: ast.While) -> None:
+        self._visit_loop(node, list(ast.iter_child_nodes(node)))
+
+    def _visit_lambda(self, node: ast.Lambda) -> None:
+        f = self.ctx.frame
+        self._visit_in_frame(
+            node, Frame(node, cls=f.cls, method=f.method, in_forward=f.in_forward), [node.body]
+        )
 
     def _on_call(self, node: ast.Call) -> None:
         for loop in self.ctx.frame.loops:

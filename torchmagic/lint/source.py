@@ -17,6 +17,7 @@ PYTHON_BODY_CELL_MAGICS = frozenset(
 
 _SUPPRESS = re.compile(r"#\s*torchcheck:\s*ignore(-cell)?(?:\[([A-Za-z0-9_,\s]*)\])?")
 _ASSIGN_MAGIC = re.compile(r"^(\s*[\w.,\s\[\]()*]+?\s*=\s*)[%!]")
+_MAGIC_AFTER_EQ = re.compile(r"=\s*[%!]")  # cheap filter before the backtracking _ASSIGN_MAGIC
 _HELP = re.compile(r"^\s*[\w.\[\]()]*\?\??\s*$|^\s*\?\??[\w.]+\s*$")
 
 ALL = "*"
@@ -85,7 +86,7 @@ def _rewrite_line_magics(out: list[str]) -> None:
             if continued:
                 out[i] = f"{indent}pass"
             continue
-        m = _ASSIGN_MAGIC.match(line)
+        m = _ASSIGN_MAGIC.match(line) if "=" in line and _MAGIC_AFTER_EQ.search(line) else None
         if m and "==" not in m.group(1) and not _inside_string(m.group(1)):
             out[i] = m.group(1) + "None"
             continued = line.rstrip().endswith("\\")
