@@ -7,7 +7,7 @@ import sys
 from typing import TextIO
 
 from ..report import Report
-from .summary import human_bytes, human_seconds, summary_line
+from .summary import human_seconds, summary_line
 
 _STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -48,9 +48,6 @@ def print_rich(report: Report, file: TextIO | None = None) -> None:
         for s in sorted(report.syncs, key=lambda s: -s.seconds)[:20]:
             table.add_row(str(s.line), s.code.strip(), str(s.count), human_seconds(s.seconds))
         console.print(table)
-    if report.tensors:
-        total = ", ".join(f"{d} {human_bytes(n)}" for d, n in sorted(report.memory_by_device().items()))
-        console.print(Text(f"{len(report.tensors)} tensors ({total})", style="dim"))
     for err in report.errors:
         console.print(Text(f"torchmagic internal error: {err}", style="red"))
 
