@@ -232,7 +232,7 @@ export function tensorRowTitle(t: ITensorRecord): string {
 }
 
 export const MODULE_COLUMNS: IColumn<IModuleRecord>[] = [
-  { id: 'name', label: 'Name', value: m => m.name, width: '24%' },
+  { id: 'name', label: 'Name', value: m => m.name, width: '20%' },
   { id: 'type', label: 'Type', value: m => m.type, priority: 2, width: '20%' },
   { id: 'params', label: 'Params', value: m => m.params, text: m => formatCount(m.params), numeric: true, width: '14%' },
   {
@@ -245,7 +245,7 @@ export const MODULE_COLUMNS: IColumn<IModuleRecord>[] = [
     numeric: true,
     width: '12%'
   },
-  { id: 'devices', label: 'Device', priority: 2, value: m => (m.devices ?? []).join(', '), width: '10%' },
+  { id: 'devices', label: 'Device', priority: 2, value: m => (m.devices ?? []).join(', '), width: '14%' },
   { id: 'mode', label: 'Mode', priority: 3, value: m => (m.training ? 'train' : 'eval'), width: '8%' },
   { id: 'nbytes', label: 'Size', value: m => m.nbytes, text: m => formatBytes(m.nbytes), numeric: true, width: '12%' }
 ];
