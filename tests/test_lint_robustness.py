@@ -1,0 +1,56 @@
+"""`check_source` never raises: odd input gives no findings or a single TM000."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchmagic import check_source
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "",
+        "\n\n",
+        "%matplotlib inline\n!pip list\nx?\n",
+        "%%bash\nfor f in *; do echo $f.cuda(); done\n",
+        "x = 'a\x00b'\n",
+        "x = " + "a + " * 5000 + "a\n",
+        "x = " + "f(" * 150 + ")" * 150 + "\n",
+        "y = " + "-" * 300_000 + "1\n",
+        "def f(:\n",
+        "\ufeffimport torch\n",
+        "class C(nn.Module):\n    def forward(self, x):\n        return x\n" * 500,
+    ],
+    ids=[
+        "empty",
+        "blank",
+        "line-magics",
+        "bash-cell",
+        "null-byte",
+        "long-binop-chain",
+        "nested-calls",
+        "deep-unary",
+        "syntax-error",
+        "bom",
+        "many-classes",
+    ],
+)
+def test_check_source_never_raises(code: str) -> None:
+    found = check_source(code)
+    assert all(f.rule == "TM000" for f in found) and len(found) <= 1
+
+
+def test_syntax_error_is_one_TM000_with_its_line() -> None:
+    (f,) = check_source("import torch\nfor x in :\n    pass\n")
+    assert (f.rule, f.line, f.severity) == ("TM000", 2, "error")
+
+
+def test_magics_keep_line_numbers() -> None:
+    code = "%%torchcheck\n%time x = 1\nfor t in ts:\n    v = t.item()\n"
+    assert [(f.line, f.rule) for f in check_source(code)] == [(4, "TM301")]
+
+
+def test_continuation_lines_that_look_like_magics_are_still_python() -> None:
+    code = "import torch\nfor t in ts:\n    ok = (\n        t.sum()\n        != 0\n    )\n    v = t.item()\n"
+    assert [(f.line, f.rule) for f in check_source(code)] == [(7, "TM301")]
