@@ -110,3 +110,12 @@ def test_tracer_standalone_and_overhead():
     assert run.report.shape_trace[0].calls == 1 + 3 * 20
     # Target ≤ 3 µs per module call (bench/scan_speed.py); loose here for busy CI machines.
     assert traced - base < 20e-6
+
+
+def test_hooks_removed_by_next_post_run_cell_when_stop_never_comes(ip):
+    tracer = ShapeTracer()
+    run = CellRun(shell=ip, config=SimpleNamespace(trace_shapes=True), raw_cell="")
+    tracer.start(run)  # and the caller fails before `stop`
+    assert _hooks_installed() == 2
+    ip.run_cell("z = 1\n")
+    assert _hooks_installed() == 0

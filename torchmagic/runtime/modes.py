@@ -27,6 +27,7 @@ from torch.nn.modules.conv import _ConvNd
 from torch.nn.modules.dropout import _DropoutNd
 
 from ..live.cell import current_cell_line
+from .shapes import remove_after_cell
 
 _T = torch._C.TensorBase
 _size = _T.size
@@ -101,6 +102,7 @@ class ModeChecks:
             _module_mod.register_module_forward_pre_hook(self._pre),
             _module_mod.register_module_forward_hook(self._post, always_call=True),
         ]
+        remove_after_cell(run.shell, self._remove)
 
     def stop(self, run: Any) -> None:
         self._remove()

@@ -28,6 +28,26 @@ _device = _T.__dict__["device"].__get__
 _Tensor = torch.Tensor
 
 
+def remove_after_cell(shell: Any, remove: Any) -> None:
+    """Safety net: `remove()` on the shell's next `post_run_cell`, even if `stop` never comes
+    (a failure in the caller between start and stop must not leave global hooks behind)."""
+    events = getattr(shell, "events", None)
+    if events is None:
+        return
+
+    def once(*args: Any) -> None:
+        try:
+            events.unregister("post_run_cell", once)
+        except Exception:
+            pass
+        remove()
+
+    try:
+        events.register("post_run_cell", once)
+    except Exception:
+        pass
+
+
 def tensor_shapes(value: Any, limit: int = MAX_TENSORS) -> tuple[list[list[int]], Any]:
     """Shapes of the tensors in `value` (tuples, lists, dicts, nested), and the first tensor."""
     shapes: list[list[int]] = []
@@ -90,6 +110,7 @@ class ShapeTracer:
             _module_mod.register_module_forward_pre_hook(self._pre),
             _module_mod.register_module_forward_hook(self._post, always_call=True),
         ]
+        remove_after_cell(run.shell, self._remove)
 
     def stop(self, run: Any) -> None:
         self._remove()
