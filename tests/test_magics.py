@@ -224,6 +224,12 @@ def test_internal_error_is_one_warning_line_and_cell_result_kept(shell, monkeypa
     assert result.result == 42 and result.success
     warnings = [ln for ln in cap.stderr.splitlines() if ln.startswith("torchmagic:")]
     assert len(warnings) == 1 and "simulated lint failure" in warnings[0]
+    # even then, no runtime hook outlives the cell
+    import torch
+    from torch.nn.modules import module as nn_module
+
+    assert not nn_module._global_forward_hooks
+    assert not torch._C._is_torch_function_mode_enabled()
 
 
 def test_run_cell_magic_called_programmatically(shell) -> None:

@@ -248,9 +248,14 @@ class TorchMagic:
         if run is None:
             return
         self.run = None
+        self._end(run, getattr(result, "execution_count", None))
+
+    def _end(self, run: CellRun, execution_count: int | None) -> None:
+        """Stop the collectors first, whatever happens after: no hook outlives its cell."""
+        run.report.elapsed_s = time.perf_counter() - run.started
+        self._stop_collectors(run)
         try:
-            count = getattr(result, "execution_count", None)
-            self._finish(run, count)
+            self._finish(run, execution_count)
         except Exception as e:
             _warn(
                 f"internal error after the cell ({type(e).__name__}: {e}); the cell's own result is unaffected"
@@ -293,8 +298,6 @@ class TorchMagic:
 
     def _finish(self, run: CellRun, execution_count: int | None) -> Report:
         report = run.report
-        report.elapsed_s = time.perf_counter() - run.started
-        self._stop_collectors(run)
         t0 = time.perf_counter()
         opts: CellOptions = run.config
         report.cell_id = run.cell_id
@@ -383,12 +386,7 @@ class TorchMagic:
         try:
             return self._exec(cell)
         finally:
-            try:
-                self._finish(run, self.shell.execution_count)
-            except Exception as e:
-                _warn(
-                    f"internal error after the cell ({type(e).__name__}: {e}); the cell's own result is unaffected"
-                )
+            self._end(run, self.shell.execution_count)
 
     def _exec(self, cell: str) -> Any:
         __tracebackhide__ = True  # noqa: F841
