@@ -891,7 +891,7 @@ class Walker:
             if g:
                 frame.grad.append(g)
         self._bind_params(node, frame)
-        ctx.bind(node.name, None)
+        ctx.bind(node.name, None, node)  # origin(name) -> the def, for rules that follow callbacks
         self._visit_in_frame(node, frame, node.body)
 
     def _bind_params(self, node: ast.FunctionDef | ast.AsyncFunctionDef, frame: Frame) -> None:

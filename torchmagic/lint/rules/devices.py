@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import documented, rule
-from ..scope import Context, has_kwargs_splat, keyword
+from ..scope import Context, has_kwargs_splat, keyword, terminal_name
 from ._common import is_cuda_literal, is_cuda_move, move_target, unparse
 
 _DEVICE_SELECTION_HINT = (
@@ -125,6 +125,9 @@ def load_without_map_location(call: ast.Call, ctx: Context) -> None:
 _ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})
 
 
+_WORKER_CALLBACKS = ("collate_fn", "worker_init_fn")
+
+
 def _in_data_worker_code(ctx: Context) -> str | None:
     """The name of the Dataset method or collate function the walker is inside, if any."""
     if ctx.in_dataset_method and ctx.method in _ITEM_METHODS:
@@ -133,10 +136,37 @@ def _in_data_worker_code(ctx: Context) -> str | None:
         node = frame.node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "collate" in node.name.lower():
             return node.name
+        if isinstance(node, ast.Lambda):
+            # DataLoader(..., collate_fn=lambda batch: ...)
+            for anc in reversed(ctx.stack):
+                if isinstance(anc, ast.keyword) and anc.arg in _WORKER_CALLBACKS:
+                    return f"{anc.arg}=lambda"
     return None
 
 
-@rule("TM204", "cuda-in-dataset", "warning", calls={"cuda", "to"})
+def _callback_moves(ctx: Context, loader: ast.Call) -> None:
+    """`DataLoader(ds, collate_fn=fn)` where `fn`, defined in this cell, moves to CUDA."""
+    for kw in loader.keywords:
+        if kw.arg not in _WORKER_CALLBACKS or not isinstance(kw.value, ast.Name):
+            continue
+        fn = ctx.origin(kw.value)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or "collate" in fn.name.lower():
+            continue  # unknown, or already reported while walking a `*collate*` function
+        for sub in ast.walk(fn):
+            if isinstance(sub, ast.Call) and is_cuda_move(ctx, sub):
+                _flag_worker_move(ctx, sub, f"{fn.name} (the {kw.arg})")
+
+
+def _flag_worker_move(ctx: Context, call: ast.Call, where: str) -> None:
+    ctx.flag(
+        call,
+        f"`{unparse(call, 50)}` in `{where}` moves data to the GPU inside DataLoader workers.",
+        "Return CPU tensors, use `DataLoader(..., pin_memory=True)` and move each batch in the"
+        " loop with `.to(device, non_blocking=True)`.",
+    )
+
+
+@rule("TM204", "cuda-in-dataset", "warning", calls={"cuda", "to", "DataLoader"})
 def cuda_in_dataset(call: ast.Call, ctx: Context) -> None:
     """
     ## What it does
@@ -162,15 +192,13 @@ def cuda_in_dataset(call: ast.Call, ctx: Context) -> None:
         x = x.to(device, non_blocking=True)
     ```
     """
+    if terminal_name(call.func) == "DataLoader":
+        _callback_moves(ctx, call)
+        return
     where = _in_data_worker_code(ctx)
     if where is None or not is_cuda_move(ctx, call):
         return
-    ctx.flag(
-        call,
-        f"`{unparse(call, 50)}` in `{where}` moves data to the GPU inside DataLoader workers.",
-        "Return CPU tensors, use `DataLoader(..., pin_memory=True)` and move each batch in the"
-        " loop with `.to(device, non_blocking=True)`.",
-    )
+    _flag_worker_move(ctx, call, where)
 
 
 documented(
