@@ -245,7 +245,7 @@ export const MODULE_COLUMNS: IColumn<IModuleRecord>[] = [
     numeric: true,
     width: '12%'
   },
-  { id: 'devices', label: 'Device', priority: 2, value: m => (m.devices ?? []).join(', '), width: '14%' },
+  { id: 'devices', label: 'Device', priority: 2, value: m => (m.devices ?? []).join(', ') || '–', width: '14%' },
   { id: 'mode', label: 'Mode', priority: 3, value: m => (m.training ? 'train' : 'eval'), width: '8%' },
   { id: 'nbytes', label: 'Size', value: m => m.nbytes, text: m => formatBytes(m.nbytes), numeric: true, width: '12%' }
 ];
