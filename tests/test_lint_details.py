@@ -22,6 +22,8 @@ def test_TM301_every_n_steps_is_info_and_every_step_is_warning() -> None:
     )
     found = {(f.line, f.severity) for f in check_source(code) if f.rule == "TM301"}
     assert found == {(4, "info"), (6, "warning")}
+    ternary = "for step in range(9):\n    print(loss.item()) if step % 50 == 0 else None\n"
+    assert [f.severity for f in check_source(ternary)] == ["info"]
 
 
 def test_TM501_points_at_the_optimizer_step_and_names_it() -> None:

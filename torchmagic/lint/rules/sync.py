@@ -34,20 +34,25 @@ _NOT_TENSOR = frozenset(
 _SYNC_METHODS = frozenset({"item", "tolist", "numpy", "cpu", "nonzero"})
 
 
-def _every_n_steps(ctx: Context) -> bool:
-    """The node sits in the body of an `if ... % N ...:` inside the innermost loop."""
+def _every_n_steps(ctx: Context, call: ast.Call) -> bool:
+    """The call sits in the body of an `if ... % N ...:` (statement or conditional expression)
+    inside the innermost loop."""
     loop = ctx.loops[-1].node if ctx.loops else None
-    stack = ctx.stack
-    for i in range(len(stack) - 1, -1, -1):
-        node = stack[i]
+    stack = [*ctx.stack, call]
+    for i in range(len(stack) - 2, -1, -1):
+        node, child = stack[i], stack[i + 1]
         if node is loop:
             return False
-        if isinstance(node, ast.If) and i + 1 < len(stack):
-            child = stack[i + 1]
-            if any(child is s for s in node.body) and any(
-                isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod) for b in ast.walk(node.test)
-            ):
-                return True
+        if isinstance(node, ast.If):
+            in_body = any(child is s for s in node.body)
+        elif isinstance(node, ast.IfExp):
+            in_body = child is node.body
+        else:
+            continue
+        if in_body and any(
+            isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod) for b in ast.walk(node.test)
+        ):
+            return True
     return False
 
 
@@ -127,7 +132,7 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             return
     else:
         return
-    info = _every_n_steps(ctx)
+    info = _every_n_steps(ctx, call)
     ctx.flag(
         call,
         f"`{label}` inside a loop makes the CPU wait for the GPU on every iteration.",
