@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -108,6 +109,19 @@ def test_bad_inputs_get_one_message_each_and_the_rest_is_checked(tmp_path: Path)
     assert errors == ["broken.ipynb", "deep.py", "latin1.py", "nested.py", "syntax.py"]
     assert "good.py:4:11: TM301" in r.stdout
     assert "big.py:10002:5: TM203" in r.stdout
+
+
+def test_nbformat3_notebooks_and_fifos(tmp_path: Path) -> None:
+    nb3 = {
+        "worksheets": [{"cells": [{"cell_type": "code", "input": ["import torch\n", "torch.load('a')\n"]}]}]
+    }
+    (tmp_path / "old.ipynb").write_text(json.dumps(nb3))
+    os.mkfifo(tmp_path / "pipe.py")
+    r = run("check", ".", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.startswith("old.ipynb#cell1:2:1: TM203 ")
+    r = run("check", "pipe.py", cwd=tmp_path)
+    assert (r.returncode, r.stderr.strip()) == (1, "pipe.py: error: not a regular file")
 
 
 def test_unreadable_file_is_reported(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -126,8 +127,10 @@ def _discover(path: str) -> Iterator[str]:
             d for d in dirs if d not in SKIP_DIRS and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
         )
         for name in sorted(names):
-            if name.endswith((".py", ".ipynb")):
-                yield os.path.normpath(os.path.join(root, name))
+            full = os.path.join(root, name)
+            # regular files only: reading a FIFO or socket that happens to end in .py would block
+            if name.endswith((".py", ".ipynb")) and os.path.isfile(full):
+                yield os.path.normpath(full)
 
 
 # (path, findings as JSON-ready dicts with a `path` key, error lines for stderr)
@@ -192,6 +195,8 @@ def lint_file(path: str, select: list[str] | None = None, ignore: list[str] | No
 
 def read_units(path: str) -> Iterator[Unit]:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise InputError("not a regular file")
         with open(path, "rb") as fh:
             raw = fh.read()
     except OSError as e:
@@ -208,12 +213,15 @@ def read_units(path: str) -> Iterator[Unit]:
     except (ValueError, RecursionError) as e:
         raise InputError(f"invalid notebook JSON ({e})") from None
     cells = nb.get("cells") if isinstance(nb, dict) else None
+    if cells is None and isinstance(nb, dict) and isinstance(nb.get("worksheets"), list) and nb["worksheets"]:
+        ws = nb["worksheets"][0]
+        cells = ws.get("cells") if isinstance(ws, dict) else None  # nbformat 3
     if not isinstance(cells, list):
         raise InputError("invalid notebook: no list of cells")
     for i, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        src = cell.get("source", "")
+        src = cell.get("source", cell.get("input", ""))
         if isinstance(src, list):
             src = "".join(s for s in src if isinstance(s, str))
         if not isinstance(src, str) or not src.strip():
