@@ -192,8 +192,8 @@ def _degraded_record(name: str, t: Any, tp: type, changed: bool) -> TensorRecord
     esize = _try(_element_size, t, 0)
     if kind in ("sparse_coo",):
         # Values plus int64 indices; `_nnz` is metadata, not a value read.
-        nnz = _try(lambda x: x._nnz(), t, 0)
-        sdim = _try(lambda x: x.sparse_dim(), t, 0)
+        nnz = _try(_T._nnz, t, 0)
+        sdim = _try(_T.sparse_dim, t, 0)
         nbytes = nnz * (esize * max(1, _dense_numel(shape, sdim)) + 8 * sdim) if type(nnz) is int else 0
     else:
         numel = _try(_numel, t, 0)
@@ -596,6 +596,10 @@ class LiveScan:
             with warnings.catch_warnings(), torch._C.DisableTorchFunctionSubclass():
                 warnings.simplefilter("ignore")
                 pairs = live_findings(result, report.findings)
+            if len(self._reported) > 4096:
+                self._reported = {
+                    k: v for k, v in self._reported.items() if v.ref is None or v.ref() is not None
+                }
             for f, obj in pairs:
                 if obj is not None:
                     key = (f.rule, f.object)

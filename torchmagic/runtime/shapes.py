@@ -11,6 +11,7 @@ call stays around a microsecond or two on top of PyTorch's own hook dispatch.
 from __future__ import annotations
 
 import weakref
+from itertools import islice
 from typing import Any
 
 import torch
@@ -64,13 +65,16 @@ def tensor_shapes(value: Any, limit: int = MAX_TENSORS) -> tuple[list[list[int]]
             if first is None:
                 first = v
         elif depth < 4:
-            if issubclass(tp, (list, tuple)):
-                items = list(list.__iter__(v) if issubclass(tp, list) else tuple.__iter__(v))
+            if issubclass(tp, list):
+                it = list.__iter__(v)
+            elif issubclass(tp, tuple):
+                it = tuple.__iter__(v)
             elif issubclass(tp, dict):
-                items = list(dict.values(v))
+                it = iter(dict.values(v))
             else:
                 continue
-            stack.extend((i, depth + 1) for i in reversed(items[:limit]))
+            items = list(islice(it, limit))  # a forward called with 10,000 tensors stays O(limit)
+            stack.extend((i, depth + 1) for i in reversed(items))
     return shapes, first
 
 
