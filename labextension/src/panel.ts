@@ -178,7 +178,7 @@ export class TorchmagicPanel extends Widget {
       case 'no-kernel':
         return [h('p', {}, 'This notebook has no kernel.')];
       case 'connecting':
-        return [h('p', {}, 'Connecting to the kernel…')];
+        return [h('p', {}, 'Asking the kernel for torchmagic… (it answers when no cell is running)')];
       case 'not-loaded':
         return [
           h(

@@ -39,6 +39,7 @@ out = net(torch.randn(2, 3))
 CHECK_B = """%%torchcheck
 import torch
 only_in_b = torch.zeros(5, 2, dtype=torch.int64)
+d = {"<img src=x onerror=window.__pwned=1>": torch.ones(1)}
 """
 
 
@@ -134,6 +135,10 @@ def test_panel_follows_the_current_notebook(page: Page) -> None:
     tensors = page.locator(f"{PANEL} [data-section='tensors'] tbody")
     expect(tensors).to_contain_text("only_in_b", timeout=KERNEL_TIMEOUT)
     expect(tensors).not_to_contain_text("(3, 4)")
+    # Names from the kernel are text: a dict key holding markup shows as characters, runs nothing.
+    expect(tensors).to_contain_text("<img src=x onerror=window.__pwned=1>")
+    expect(page.locator(f"{PANEL} img")).to_have_count(0)
+    assert page.evaluate("() => window.__pwned") is None
 
     # Back to a.ipynb: its report comes back without running anything.
     page.locator("#jp-main-dock-panel li.lm-TabBar-tab", has_text="a.ipynb").click()
