@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from ..registry import rule
-from ..scope import MODULE, Context
+from ..scope import MODULE, NUMBER, Context
 from ._common import call_chain, chain_root, name_like, receiver, unparse
 
 
@@ -102,11 +102,13 @@ def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
 
 # In-place methods and writes that need `no_grad` (and would fail under inference_mode's
 # rules for tensors created outside it): parameter updates and initialisation.
-def _mutates(stmt: ast.AST) -> bool:
+def _mutates(ctx: Context, stmt: ast.AST) -> bool:
     for sub in ast.walk(stmt):
         t = type(sub)
         if t is ast.AugAssign:
-            return True
+            target = sub.target  # type: ignore[attr-defined]
+            if not (isinstance(target, ast.Name) and ctx.kind(target) == NUMBER):
+                return True  # `p -= lr * p.grad`; a Python counter (`total += n`) is fine
         if t is ast.Assign or t is ast.AnnAssign:
             targets = sub.targets if t is ast.Assign else [sub.target]  # type: ignore[attr-defined]
             if any(isinstance(x, (ast.Attribute, ast.Subscript)) for x in targets):
@@ -147,7 +149,7 @@ def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
     item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
     if item is None or ctx.in_module_method:
         return
-    if any(_mutates(stmt) for stmt in node.body) or not _runs_a_model(ctx, node.body):
+    if any(_mutates(ctx, stmt) for stmt in node.body) or not _runs_a_model(ctx, node.body):
         return
     # Tensors made under inference_mode cannot be saved for backward later: a no_grad target
     # (DQN, distillation) computed in a loop that backpropagates must stay no_grad.
