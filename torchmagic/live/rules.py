@@ -24,7 +24,6 @@ from .scan import (
     _device,
     _device_name,
     _grad_fn,
-    _own_tensors,
     instance_dict,
     iter_items,
 )
@@ -92,9 +91,6 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
             continue  # a submodule of a root already looked at: its names come from that root
         ids = {id(m) for _, m, _ in tree.nodes}
         covered |= ids
-        params: set[int] = set()
-        devices: dict[str, tuple[str, str]] = {}  # device -> (module, tensor) first seen there
-        split_ok = True
         attr_devices: list[tuple[str, str]] = []
         candidates: list[tuple[type, str, str, Any]] = []
         for qual, m, _ in tree.nodes:
@@ -102,19 +98,6 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
                 d = instance_dict(m)
             except Exception:
                 continue
-            own: set[str] = set()
-            for key in ("_parameters", "_buffers"):
-                for pname, t in _own_tensors(d, key):
-                    params.add(id(t))
-                    try:
-                        dev = _device_name(_device(t))
-                    except Exception:
-                        continue
-                    own.add(dev)
-                    if dev not in devices:
-                        devices[dev] = (qual, pname)
-            if len(own) > 1:
-                split_ok = False
             # Set difference in C: most modules have two or three user attributes, all ints.
             for attr in d.keys() - MODULE_INTERNALS:
                 v = d.get(attr)
@@ -129,11 +112,11 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
                         attr_devices.append((f"{qual}.{attr}", _device_name(_device(v))))
                     except Exception:
                         pass
-        out += _mixed_devices(tree, devices, attr_devices, split_ok, result)
+        out += _mixed_devices(tree, tree.first_on, attr_devices, tree.split_ok, result)
         # Judged once the whole tree is known: items registered elsewhere in the same model
         # (a convenience alias of `self.blocks`) do follow `.to()` and the optimizer.
         for cls, attr, qual, v in candidates:
-            if _unregistered(v, ids, params):
+            if _unregistered(v, ids, tree.tensor_ids):
                 containers.setdefault((cls, attr), []).append((qual, tree.root, v))
     for (cls, attr), hits in containers.items():
         if _static_mentions(static, "TM105", attr) and cls.__name__ in result.cell.assigned:

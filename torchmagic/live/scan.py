@@ -318,6 +318,10 @@ class ModuleTree:
     root: Any
     # (qualified name, module, depth) in definition order
     nodes: list[tuple[str, Any, int]]
+    # filled by module_record, read by the live rules (one pass over the parameters)
+    tensor_ids: set[int] = field(default_factory=set)
+    first_on: dict[str, tuple[str, str]] = field(default_factory=dict)  # device -> (module, tensor)
+    split_ok: bool = True  # every submodule's own tensors sit on one device
 
 
 def walk_module(root: Any, name: str, budget: list[int]) -> ModuleTree:
@@ -398,28 +402,36 @@ def _own_tensors(d: dict[str, Any], key: str) -> list[tuple[str, Any]]:
 
 def module_record(tree: ModuleTree, changed: bool) -> ModuleRecord:
     params = trainable = nbytes = 0
-    devices: dict[str, None] = {}
     dtypes: dict[str, None] = {}
-    seen: set[int] = set()
-    for _, m, _ in tree.nodes:
+    seen = tree.tensor_ids
+    first_on = tree.first_on
+    for qual, m, _ in tree.nodes:
         try:
             d = instance_dict(m)
         except Exception:
             continue
+        own: str | None = None
         for kind in ("_parameters", "_buffers"):
-            for _, t in _own_tensors(d, kind):
-                if id(t) in seen:
-                    continue  # tied weights count once, as in `model.parameters()`
-                seen.add(id(t))
+            for pname, t in _own_tensors(d, kind):
                 try:
+                    dev = _DEVICE_NAMES.get(_device(t)) or _device_name(_device(t))
+                    if own is None:
+                        own = dev
+                    elif own != dev:
+                        tree.split_ok = False
+                    if dev not in first_on:
+                        first_on[dev] = (qual, pname)
+                    if id(t) in seen:
+                        continue  # tied weights count once, as in `model.parameters()`
+                    seen.add(id(t))
                     n = _numel(t)
                     nbytes += n * _element_size(t)
-                    devices[_device_name(_device(t))] = None
                     if kind == "_parameters":
                         params += n
                         if _requires_grad(t):
                             trainable += n
-                        dtypes[_dtype_name(_dtype(t))] = None
+                        dt = _dtype(t)
+                        dtypes[_DTYPE_NAMES.get(dt) or _dtype_name(dt)] = None
                 except Exception:
                     continue
     try:
@@ -431,7 +443,7 @@ def module_record(tree: ModuleTree, changed: bool) -> ModuleRecord:
         type=type(tree.root).__name__,
         params=params,
         trainable=trainable,
-        devices=list(devices),
+        devices=list(first_on),
         dtypes=list(dtypes),
         training=training,
         nbytes=nbytes,
