@@ -125,3 +125,52 @@ def test_empty_report_renders():
     view = render_widget(Report())
     assert "No findings." in view._panes[0].value
     assert view._repr_mimebundle_()["text/plain"]
+
+
+def test_widget_in_a_real_kernel():
+    """In ipykernel the default display is the widget: comms open, and the same display
+    message carries the static HTML that an exported notebook keeps."""
+    import queue
+
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+
+        def execute(code):
+            msg_id = kc.execute(code)
+            reply = kc.get_shell_msg(timeout=60)
+            while reply["parent_header"].get("msg_id") != msg_id:
+                reply = kc.get_shell_msg(timeout=60)
+            msgs = []
+            while True:
+                try:
+                    msg = kc.get_iopub_msg(timeout=60)
+                except queue.Empty:
+                    break
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    break
+                msgs.append(msg)
+            return reply["content"], msgs
+
+        reply, _ = execute("%load_ext torchmagic")
+        assert reply["status"] == "ok"
+        reply, msgs = execute(
+            "%%torchcheck\nimport torch\nfrom torch import nn\nnet = nn.Sequential(nn.Linear(3, 2))\nout = net(torch.randn(4, 3))\n"
+        )
+        assert reply["status"] == "ok"
+        stderr = "".join(
+            m["content"]["text"]
+            for m in msgs
+            if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"
+        )
+        assert "torchmagic:" not in stderr
+        displays = [m["content"]["data"] for m in msgs if m["msg_type"] == "display_data"]
+        (data,) = [d for d in displays if WIDGET_MIME in d]
+        assert "text/html" in data and "text/plain" in data
+        assert any(m["msg_type"] == "comm_open" for m in msgs)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
