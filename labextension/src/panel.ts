@@ -81,7 +81,15 @@ export class TorchmagicPanel extends Widget {
       columns: SYNC_COLUMNS,
       pageSize,
       sort: { column: 'seconds', descending: true },
-      emptyText: 'No synchronisations in the last checked cell'
+      emptyText: 'No synchronisations in the last checked cell',
+      rowTitle: s => `Line ${s.line}: ${s.count} syncs, ${s.seconds.toFixed(6)} s waited. Click to show the line.`,
+      // A sync row reveals its line in the checked cell, like a finding does.
+      onRowClick: s => {
+        const cellId = this._source?.latest?.cell_id;
+        if (cellId && this._reveal) {
+          this._reveal(cellId, { rule: '', severity: 'info', message: '', line: s.line, col: 0 });
+        }
+      }
     });
     this._syncs.body.appendChild(this._syncTable.node);
 

@@ -39,6 +39,9 @@ export interface ITableOptions<T> {
   emptyText?: string;
   rowClass?: (row: T) => string;
   rowTitle?: (row: T) => string;
+  /** Makes rows buttons (click, Enter or Space); return false for rows that are not. */
+  onRowClick?: ((row: T) => void) | null;
+  rowClickable?: (row: T) => boolean;
 }
 
 export class DataTable<T> {
@@ -176,6 +179,18 @@ export class DataTable<T> {
 
     const trs: HTMLTableRowElement[] = shown.map(row => {
       const tr = h('tr', { className: rowClass ? rowClass(row) : null, title: rowTitle ? rowTitle(row) : null });
+      const onClick = this._options.onRowClick;
+      if (onClick && (this._options.rowClickable?.(row) ?? true)) {
+        tr.classList.add('tm-mod-clickable');
+        tr.tabIndex = 0;
+        tr.addEventListener('click', () => onClick(row));
+        tr.addEventListener('keydown', event => {
+          if (event.key === 'Enter' || event.key === ' ') {
+            event.preventDefault();
+            onClick(row);
+          }
+        });
+      }
       for (const column of columns) {
         const text = cellText(column, row);
         tr.appendChild(h('td', { className: columnClass(column), title: text }, text));

@@ -34,6 +34,9 @@ class Net(nn.Module):
 x = torch.randn(3, 4)
 net = Net()
 out = net(torch.randn(2, 3))
+total = 0.0
+for i in range(3):
+    total += x[i].sum().item()
 """
 
 CHECK_B = """%%torchcheck
@@ -52,7 +55,8 @@ def write_notebook(lab: LabServer, name: str, check: str) -> None:
     }
     nb.cells = [
         nbformat.v4.new_markdown_cell(f"# {name}"),
-        nbformat.v4.new_code_cell("%load_ext torchmagic"),
+        # CPU syncs are timed too, so the sync-stall table has rows on a machine without a GPU.
+        nbformat.v4.new_code_cell("%load_ext torchmagic\n%config TorchCheck.sync_devices = ['cpu']"),
         nbformat.v4.new_code_cell(check),
     ]
     nbformat.write(nb, str(lab.root / name))
@@ -106,11 +110,16 @@ def test_checked_cell_shows_finding_and_tensor(page: Page) -> None:
     page.locator(f"{PANEL} [data-section='shapes'] summary").click()
     shapes = page.locator(f"{PANEL} [data-section='shapes'] tbody")
     expect(shapes).to_contain_text("(2, 3)")
+    page.locator(f"{PANEL} [data-section='syncs'] summary").click()
+    expect(page.locator(f"{PANEL} [data-section='syncs'] tbody")).to_contain_text(".item()")
     page.locator(f"{PANEL} [data-section='modules'] summary").click()
     expect(page.locator(f"{PANEL} [data-section='modules'] tbody")).to_contain_text("Net")
     page.locator(PANEL).screenshot(path=str(ARTIFACTS / "sidebar-light.png"))
     widen_panel(page, 420)
+    page.set_viewport_size({"width": 1400, "height": 1250})  # the whole panel, for docs/sidebar.png
+    page.locator(PANEL).evaluate("n => { n.scrollTop = 0; }")
     page.locator(PANEL).screenshot(path=str(ARTIFACTS / "sidebar-light-wide.png"))
+    page.set_viewport_size({"width": 1400, "height": 900})
     expect(page.locator(f"{PANEL} [data-section='tensors'] th", has_text="dtype")).to_be_visible()
 
 

@@ -76,6 +76,8 @@ describe('TorchmagicPanel', () => {
 
     panel.node.querySelector<HTMLButtonElement>('.tm-Finding[data-rule="TM301"]')!.click();
     expect(reveal).toHaveBeenCalledWith('cell-2', expect.objectContaining({ rule: 'TM301' }));
+    panel.node.querySelector<HTMLElement>('[data-section="syncs"] tbody tr')!.click();
+    expect(reveal).toHaveBeenLastCalledWith('cell-2', expect.objectContaining({ line: 9 }));
     panel.dispose();
   });
 

@@ -77,3 +77,17 @@ describe('DataTable', () => {
     expect(names(table)).toEqual([EVIL]);
   });
 });
+
+describe('DataTable row clicks', () => {
+  it('calls back with the row on click and on Enter', () => {
+    const onRowClick = jest.fn();
+    const table = new DataTable<ITensorRecord>({ label: 'Tensors', columns: TENSOR_COLUMNS, onRowClick, rowClickable: t => t.name !== 't1' });
+    table.setRows(tensors(2));
+    const rows = table.node.querySelectorAll<HTMLTableRowElement>('tbody tr');
+    rows[0].click();
+    rows[0].dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter' }));
+    rows[1].click();
+    expect(onRowClick.mock.calls.map(c => c[0].name)).toEqual(['t0', 't0']);
+    expect(rows[1].classList.contains('tm-mod-clickable')).toBe(false);
+  });
+});
