@@ -119,3 +119,21 @@ def test_hooks_removed_by_next_post_run_cell_when_stop_never_comes(ip):
     assert _hooks_installed() == 2
     ip.run_cell("z = 1\n")
     assert _hooks_installed() == 0
+
+
+def test_compiled_module_no_graph_break_no_warning(ip):
+    import warnings
+
+    ip.run_cell("import torch._dynamo\ntorch._dynamo.reset()\n")
+    body = (
+        "import warnings\n"
+        "cm = torch.compile(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), backend='eager')\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"  # keeps the active filters
+        "    y = cm(torch.randn(2, 4))\n"
+        "explained = torch._dynamo.explain(nn.Sequential(nn.Linear(4, 4)))(torch.randn(2, 4))\n"
+    )
+    ip.run_cell("%%torchcheck\n" + body)
+    assert not [w for w in ip.user_ns["caught"] if "global hooks" in str(w.message)]
+    assert ip.user_ns["explained"].graph_break_count == 0
+    assert not [f for f in warnings.filters if f[1] is not None and "global hooks" in f[1].pattern]
+    assert any(s.module == "cm" for s in torchmagic.last_report().shape_trace)

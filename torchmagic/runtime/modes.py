@@ -27,13 +27,14 @@ from torch.nn.modules.conv import _ConvNd
 from torch.nn.modules.dropout import _DropoutNd
 
 from ..live.cell import current_cell_line
-from .shapes import remove_after_cell
+from .shapes import quiet_compile_warning, remove_after_cell, restore_warnings
 
 _T = torch._C.TensorBase
 _size = _T.size
 _device = _T.__dict__["device"].__get__
 _requires_grad = _T.__dict__["requires_grad"].__get__
 _Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
 
 OTHER, NORM_OR_DROPOUT, CONV = 0, 1, 2
 MAX_TENSOR_HOOKS = 1000  # TM506 output hooks per cell
@@ -77,6 +78,7 @@ class ModeChecks:
         self.config = config
         self.cudnn_devices = cudnn_devices
         self._handles: list[Any] = []
+        self._warning_filter: Any = None
         self._tensor_hooks: list[Any] = []
         self._reset(None)
 
@@ -98,6 +100,7 @@ class ModeChecks:
             self._benchmark_at_start = bool(torch.backends.cudnn.benchmark)
         except Exception:
             self._benchmark_at_start = False
+        self._warning_filter = quiet_compile_warning()
         self._handles = [
             _module_mod.register_module_forward_pre_hook(self._pre),
             _module_mod.register_module_forward_hook(self._post, always_call=True),
@@ -116,6 +119,9 @@ class ModeChecks:
             self._reset(None)
 
     def _remove(self) -> None:
+        entry, self._warning_filter = self._warning_filter, None
+        if entry is not None:
+            restore_warnings(entry)
         handles = self._handles + self._tensor_hooks
         self._handles, self._tensor_hooks = [], []
         for h in handles:
@@ -133,6 +139,8 @@ class ModeChecks:
         return k
 
     def _pre(self, module: Any, args: Any) -> None:
+        if _is_compiling():  # inside torch.compile tracing: stay out of the graph (no breaks)
+            return None
         try:
             k = self._kind_of(module)
             if k == OTHER:
@@ -161,6 +169,8 @@ class ModeChecks:
         return None
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
+        if _is_compiling():
+            return None
         try:
             if self._kind_of(module) != NORM_OR_DROPOUT or _training(module) or not torch.is_grad_enabled():
                 return None

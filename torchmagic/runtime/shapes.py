@@ -10,6 +10,7 @@ call stays around a microsecond or two on top of PyTorch's own hook dispatch.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from itertools import islice
 from typing import Any
@@ -27,6 +28,27 @@ _size = _T.size
 _dtype = _T.__dict__["dtype"].__get__
 _device = _T.__dict__["device"].__get__
 _Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
+
+
+# torch.compile warns when global module hooks exist; those are ours, for this cell only.
+_COMPILE_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
+
+
+def quiet_compile_warning() -> Any:
+    """Silence that one warning while our hooks are installed; returns the filter to remove."""
+    warnings.filterwarnings("ignore", message=_COMPILE_WARNING, category=UserWarning)
+    return warnings.filters[0]
+
+
+def restore_warnings(entry: Any) -> None:
+    try:
+        warnings.filters.remove(entry)
+        mutated = getattr(warnings, "_filters_mutated", None)
+        if mutated is not None:
+            mutated()
+    except (ValueError, AttributeError):
+        pass
 
 
 def remove_after_cell(shell: Any, remove: Any) -> None:
@@ -100,6 +122,7 @@ class ShapeTracer:
     def __init__(self, config: Any = None) -> None:
         self.config = config
         self._handles: list[Any] = []
+        self._warning_filter: Any = None
         self._calls: dict[int, _Call] = {}
         self._depth = 0
 
@@ -110,6 +133,7 @@ class ShapeTracer:
         self._depth = 0
         if not getattr(run.config, "trace_shapes", True):
             return
+        self._warning_filter = quiet_compile_warning()
         self._handles = [
             _module_mod.register_module_forward_pre_hook(self._pre),
             _module_mod.register_module_forward_hook(self._post, always_call=True),
@@ -123,6 +147,9 @@ class ShapeTracer:
             run.report.shape_trace.extend(self.records(calls.values(), run.shell))
 
     def _remove(self) -> None:
+        entry, self._warning_filter = self._warning_filter, None
+        if entry is not None:
+            restore_warnings(entry)
         handles, self._handles = self._handles, []
         for h in handles:
             try:
@@ -132,6 +159,8 @@ class ShapeTracer:
 
     # ---- the hooks (must never raise into the user's forward) -------------------------------
     def _pre(self, module: Any, args: Any) -> None:
+        if _is_compiling():  # inside torch.compile tracing: stay out of the graph (no breaks)
+            return None
         depth = self._depth
         self._depth = depth + 1
         try:
@@ -148,6 +177,8 @@ class ShapeTracer:
         return None
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
+        if _is_compiling():
+            return None
         self._depth = max(0, self._depth - 1)
         try:
             rec = self._calls.get(id(module))
