@@ -108,7 +108,7 @@ def _ints(seq: Any) -> list[int]:
 
 
 def tensor_record(name: str, t: Any, changed: bool) -> TensorRecord:
-    """Metadata of one tensor. Fast path for plain strided tensors (about 1 µs); anything
+    """Metadata of one tensor. Fast path for plain strided tensors (1 to 1.5 µs); anything
     else (sparse, nested, subclasses that refuse a query) degrades field by field."""
     tp = type(t)
     plain = tp is _Tensor or tp is _Parameter
@@ -325,6 +325,8 @@ class ModuleTree:
 
 
 def walk_module(root: Any, name: str, budget: list[int]) -> ModuleTree:
+    if budget[0] <= 0:  # past the scan's module budget: the root alone
+        return ModuleTree(name, root, [(name, root, 0)])
     nodes: list[tuple[str, Any, int]] = []
     seen = {id(root)}
     stack: list[tuple[str, Any, int]] = [(name, root, 0)]
