@@ -184,7 +184,7 @@ export class TorchmagicPanel extends Widget {
     const kernel = source.kernelName ? h('span', { className: 'tm-Kernel' }, source.kernelName) : null;
     switch (source.state) {
       case 'no-kernel':
-        return [h('p', {}, 'This notebook has no kernel.')];
+        return [h('p', {}, 'This notebook has no kernel yet. Once it has one, run ', code('%load_ext torchmagic'), '.')];
       case 'connecting':
         return [h('p', {}, 'Asking the kernel for torchmagic… (it answers when no cell is running)')];
       case 'not-loaded':
