@@ -186,3 +186,25 @@ def test_TM401_live_ignores_detached_values(ip):
         "nums = [(w * i).sum().item() for i in range(3)]\n"
     )
     assert live(check(ip, body), "TM401") == []
+
+
+def test_TM405_live_flags_numpy_error_at_its_line(ip):
+    body = "w = torch.randn(3, requires_grad=True)\ny = w * 2\narr = y.numpy()\n"
+    report = check(ip, body)
+    found = [f for f in report.findings if f.rule == "TM405"]
+    assert len(found) == 1 and found[0].line == 4 and "detach()" in found[0].hint
+
+
+def test_TM405_live_ignores_an_older_error(ip):
+    ip.run_cell("w = torch.randn(3, requires_grad=True)\nw.numpy()\n")  # unchecked cell fails
+    assert [f for f in check(ip, "z = 1\n").findings if f.rule == "TM405"] == []
+
+
+def test_TM405_live_ignores_other_errors(ip):
+    assert [f for f in check(ip, "x = torch.ones(2)\nx.view(3)\n").findings if f.rule == "TM405"] == []
+
+
+def test_TM405_one_finding_when_static_also_flags(ip):
+    body = "model = nn.Linear(2, 2)\npreds = model(torch.randn(1, 2)).numpy()\n"
+    found = [f for f in check(ip, body).findings if f.rule == "TM405"]
+    assert len(found) == 1 and found[0].line == 3

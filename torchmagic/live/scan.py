@@ -572,6 +572,21 @@ def cuda_memory() -> MemoryRecord | None:
         return None
 
 
+# Live/runtime rules that also have a static check: one finding per line, the static one.
+SHADOWED_BY_STATIC = frozenset({"TM401", "TM405"})
+
+
+def drop_shadowed(findings: list[Any]) -> list[Any]:
+    static = {(f.rule, f.line) for f in findings if f.source == "static" and f.line is not None}
+    if not static:
+        return findings
+    return [
+        f
+        for f in findings
+        if f.source == "static" or f.rule not in SHADOWED_BY_STATIC or (f.rule, f.line) not in static
+    ]
+
+
 class LiveScan:
     """Analyzer: scan the namespace after a checked cell, then run the live rules."""
 
@@ -623,6 +638,7 @@ class LiveScan:
                     self._reported[key] = _Identity(obj)
                 report.findings.append(f)
             pairs = []
+            report.findings = drop_shadowed(report.findings)
         finally:
             # The records are plain data; the objects go now.
             result.objects = NamespaceObjects()

@@ -52,6 +52,7 @@ class Analyzer(Protocol):
 
 def make_collectors(config: Any) -> list[Collector]:
     """The collectors of one loaded extension, in start order (stopped in reverse)."""
+    from ..live.errors import CellError
     from ..live.memory import CudaMemoryProbe
     from .modes import ModeChecks
     from .shapes import ShapeTracer
@@ -62,6 +63,7 @@ def make_collectors(config: Any) -> list[Collector]:
         ShapeTracer(config),
         ModeChecks(config),
         CudaMemoryProbe(config),
+        CellError(config),
     ]
     return collectors
 
