@@ -4,9 +4,8 @@ They read the same transient objects as the scan, through instance dicts and Ten
 descriptors only, and return `(finding, object)` pairs so that the caller can remember which
 object a finding was about (weakly) and not repeat it for the same object in later cells.
 
-TM405's live part is not here: its only reliable live signal, `.numpy()` on a tensor that
-requires grad, raises at once, and the static rule already resolves names against the
-namespace. There is nothing left after the cell for a scan to see.
+TM405's live part is in `errors.py`: `.numpy()` on a tensor that requires grad raises at
+once, so the only live evidence is the cell's own error, not anything left in the namespace.
 """
 
 from __future__ import annotations
