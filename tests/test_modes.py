@@ -58,10 +58,38 @@ def test_TM505_ignores_training_with_grad(ip):
     assert findings(ip, "loss = net(x).sum()\nloss.backward()\n", "TM505") == []
 
 
-def test_TM506_flags_backward_through_eval_mode(ip):
-    body = "net.eval()\nloss = net(x).pow(2).mean()\nloss.backward()\n"
+def test_TM506_flags_training_step_in_eval_mode(ip):
+    body = (
+        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "net.eval()\n"
+        "for _ in range(3):\n"
+        "    opt.zero_grad()\n"
+        "    loss = net(x).pow(2).mean()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
     (f,) = findings(ip, body, "TM506")
-    assert f.object == "net" and f.line == 4 and "net.train()" in f.hint
+    assert f.object == "net" and f.line == 7 and "net.train()" in f.hint
+
+
+def test_TM506_ignores_input_gradients_without_an_optimizer_step(ip):
+    body = "net.eval()\nxg = x.clone().requires_grad_()\nnet(xg).sum().backward()\nsaliency = xg.grad.abs()\n"
+    assert findings(ip, body, "TM506") == []
+
+
+def test_TM506_ignores_adversarial_step_then_train(ip):
+    body = (
+        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "net.eval()\n"
+        "xa = x.clone().requires_grad_()\n"
+        "net(xa).sum().backward()\n"
+        "x_adv = (xa + 0.1 * xa.grad.sign()).detach()\n"
+        "net.train()\n"
+        "opt.zero_grad()\n"
+        "net(x_adv).sum().backward()\n"
+        "opt.step()\n"
+    )
+    assert findings(ip, body, "TM506") == []
 
 
 def test_TM506_ignores_eval_forward_without_backward(ip):
@@ -69,13 +97,19 @@ def test_TM506_ignores_eval_forward_without_backward(ip):
 
 
 def test_TM506_ignores_frozen_batchnorm_in_training_model(ip):
-    body = "net.train()\nnet[1].eval()\nnet[2].p = 0.0\nloss = net(x).sum()\nloss.backward()\n"
+    body = (
+        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "net.train()\nnet[1].eval()\nnet[2].p = 0.0\nloss = net(x).sum()\nloss.backward()\nopt.step()\n"
+    )
     assert findings(ip, body, "TM506") == []
 
 
 def test_mode_hooks_removed_after_cell(ip):
     findings(ip, "net.eval()\nloss = net(x).sum()\n", "TM506")
     assert not module_mod._global_forward_hooks and not module_mod._global_forward_pre_hooks
+    from torch.optim import optimizer
+
+    assert not optimizer._global_optimizer_pre_hooks
     # the tensor hook left on `loss`'s graph is removed: a later backward records nothing
     ip.run_cell("loss.backward()\n")
 

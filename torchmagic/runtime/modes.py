@@ -3,9 +3,13 @@
 - TM505: a Dropout/BatchNorm (`_DropoutNd`, `_BatchNorm`) runs forward with `training=True`
   while grad is disabled (`no_grad`/`inference_mode`): evaluation with dropout on and the
   running statistics updated.
-- TM506: `.backward()` reaches a Dropout/BatchNorm that ran forward with `training=False`:
-  `model.train()` was forgotten after validation. The forward hook puts a tensor hook on
-  that layer's output; the hook fires only if a backward pass actually flows through it.
+- TM506: `.backward()` reaches a Dropout/BatchNorm that ran forward with `training=False`,
+  and an optimizer then steps while that layer is still in eval mode: `model.train()` was
+  forgotten after validation. The forward hook puts a tensor hook on that layer's output
+  (it fires only if a backward pass actually flows through it); a global optimizer
+  step pre-hook confirms the training step. Gradients taken in eval mode without an
+  optimizer step (saliency maps, adversarial examples generated before `model.train()`)
+  are not flagged.
 - TM901: `torch.backends.cudnn.benchmark` is on while a convolution sees more than
   `cudnn_shape_limit` distinct input shapes on a cuDNN device: the autotuner reruns for
   every new shape.
@@ -25,6 +29,7 @@ from torch.nn.modules import module as _module_mod
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.conv import _ConvNd
 from torch.nn.modules.dropout import _DropoutNd
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..live.cell import current_cell_line
 from .shapes import quiet_compile_warning, remove_after_cell, restore_warnings
@@ -87,7 +92,8 @@ class ModeChecks:
         self._kinds: dict[type, int] = {}
         self._train_no_grad: dict[int, _Event] = {}  # TM505
         self._eval_forward: dict[int, _Event] = {}  # TM506 candidates
-        self._eval_backward: dict[int, _Event] = {}  # TM506: backward reached them
+        self._eval_backward: dict[int, _Event] = {}  # TM506 candidates a backward reached
+        self._eval_step: dict[int, _Event] = {}  # TM506: ... and an optimizer stepped after
         self._conv_shapes: dict[int, tuple[Any, set[Any], int | None]] = {}
         self._limit = int(getattr(getattr(run, "config", None), "cudnn_shape_limit", 8) or 8)
         self._benchmark_at_start = False
@@ -104,6 +110,7 @@ class ModeChecks:
         self._handles = [
             _module_mod.register_module_forward_pre_hook(self._pre),
             _module_mod.register_module_forward_hook(self._post, always_call=True),
+            register_optimizer_step_pre_hook(self._on_step),
         ]
         remove_after_cell(run.shell, self._remove)
 
@@ -179,9 +186,26 @@ class ModeChecks:
             key = id(module)
             if key not in self._eval_forward:
                 self._eval_forward[key] = _Event.of(module, current_cell_line(self._ns))
-            if key in self._eval_backward or len(self._tensor_hooks) >= MAX_TENSOR_HOOKS:
+            if (
+                key in self._eval_backward
+                or key in self._eval_step
+                or len(self._tensor_hooks) >= MAX_TENSOR_HOOKS
+            ):
                 return None
             self._tensor_hooks.append(output.register_hook(self._on_backward(key)))
+        except Exception:
+            pass
+        return None
+
+    def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            if _is_compiling() or not self._eval_backward:
+                return None
+            for key, event in list(self._eval_backward.items()):
+                layer = event.ref()
+                if layer is not None and not _training(layer) and key not in self._eval_step:
+                    self._eval_step[key] = event
+            self._eval_backward.clear()
         except Exception:
             pass
         return None
@@ -206,7 +230,7 @@ class ModeChecks:
         from ..live.rules import finding
 
         events = [
-            e for e in (*self._train_no_grad.values(), *self._eval_backward.values()) if e.ref() is not None
+            e for e in (*self._train_no_grad.values(), *self._eval_step.values()) if e.ref() is not None
         ]
         convs = {k: v for k, v in self._conv_shapes.items() if len(v[1]) > self._limit} if benchmark else {}
         if not events and not convs:
@@ -216,7 +240,7 @@ class ModeChecks:
         seen: set[tuple[str, str]] = set()
         for rule, store, want_root_training in (
             ("TM505", self._train_no_grad, True),
-            ("TM506", self._eval_backward, False),
+            ("TM506", self._eval_step, False),
         ):
             for event in store.values():
                 layer = event.ref()
