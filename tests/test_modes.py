@@ -54,6 +54,15 @@ def test_TM505_ignores_mc_dropout(ip):
     assert findings(ip, body, "TM505") == []
 
 
+def test_TM505_ignores_batchnorm_recalibration(ip):
+    body = (
+        "from torch.optim.swa_utils import update_bn\n"
+        "bn_net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8))\n"
+        "update_bn([x, x], bn_net)\n"
+    )
+    assert findings(ip, body, "TM505") == []
+
+
 def test_TM505_ignores_training_with_grad(ip):
     assert findings(ip, "loss = net(x).sum()\nloss.backward()\n", "TM505") == []
 

@@ -157,7 +157,7 @@ class ModeChecks:
                     id(module) not in self._train_no_grad
                     and _training(module)
                     and not torch.is_grad_enabled()
-                    and not _is_noop_dropout(module)
+                    and not _is_deliberate(module)
                 ):
                     self._train_no_grad[id(module)] = _Event.of(module, current_cell_line(self._ns))
             elif k == CONV and args:
@@ -273,12 +273,20 @@ class ModeChecks:
         return out
 
 
-def _is_noop_dropout(module: Any) -> bool:
-    if not issubclass(type(module), _DropoutNd):
-        return False
+def _is_deliberate(module: Any) -> bool:
+    """Train mode under no_grad that is not a mistake: dropout with p=0 (a no-op), and
+    BatchNorm with `momentum=None` (cumulative statistics: BN recalibration such as
+    `torch.optim.swa_utils.update_bn`, which runs the model in train mode under no_grad)."""
     d = object.__getattribute__(module, "__dict__")
-    p = d.get("p") if type(d) is dict else None
-    return type(p) in (int, float) and p == 0
+    if type(d) is not dict:
+        return False
+    tp = type(module)
+    if issubclass(tp, _DropoutNd):
+        p = d.get("p")
+        return type(p) in (int, float) and p == 0
+    if issubclass(tp, _BatchNorm):
+        return "momentum" in d and d["momentum"] is None
+    return False
 
 
 def _mode_finding(finding: Any, rule: str, root: str, layer: str, line: int | None) -> Any:
