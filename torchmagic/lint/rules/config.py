@@ -151,9 +151,7 @@ def _normaliser(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             return _NORMALISERS[func.attr]
         return None
     # nn.Softmax(dim=1)(x), or a name built from nn.Softmax
-    built = q if isinstance(func, ast.Call) else ctx.built_by(func)
-    if isinstance(func, ast.Call):
-        built = ctx.qualname(func.func) or ""
+    built = ctx.qualname(func.func) if isinstance(func, ast.Call) else ctx.built_by(func)
     if built:
         tail = built.rsplit(".", 1)[-1]
         if built.startswith("torch.nn.") and tail in _MODULE_NORMALISERS:
@@ -168,13 +166,8 @@ def _loss_kind(ctx: Context, call: ast.Call) -> str | None:
         return _LOSS_FUNCS[q]
     if isinstance(func, ast.Call):
         return _LOSS_MODULES.get(ctx.qualname(func.func) or "")
-    if isinstance(func, (ast.Name, ast.Attribute)):
-        built = ctx.built_by(func) if isinstance(func, ast.Name) else None
-        if built is None and isinstance(func, ast.Attribute):
-            # self.criterion = nn.CrossEntropyLoss() in __init__
-            if isinstance(func.value, ast.Name) and func.value.id == "self" and ctx.cls is not None:
-                return None
-        return _LOSS_MODULES.get(built or "")
+    if isinstance(func, ast.Name):  # criterion = nn.CrossEntropyLoss(); criterion(...)
+        return _LOSS_MODULES.get(ctx.built_by(func) or "")
     return None
 
 
