@@ -149,3 +149,31 @@ def test_cuda_memory_probe_reports_the_cells_allocation():
     mem = run.report.memory
     assert mem.device.startswith("cuda") and mem.allocated_after - mem.allocated_before >= 64 * 2**20
     del big
+
+
+def test_unchanged_tensor_keeps_its_record_until_its_metadata_changes():
+    a, b, c, d, e = (torch.zeros(4, 4) for _ in range(5))
+    ns = {"a": a, "b": b, "c": c, "d": d, "e": e, "inf": torch.ones(1)}
+    first, ids = scan_namespace(ns, raw_cell="a = 1\n")
+    assert next(r for r in first.tensors if r.name == "a").changed
+    b.t_()  # in place: version bump
+    c.data = torch.zeros(2, dtype=torch.float64)  # no version bump: pointer, size, dtype change
+    d.requires_grad_()
+    e.resize_(2, 8)
+    second, _ = scan_namespace(ns, previous=ids, cache=first.cache)
+    recs = {r.name: r for r in second.tensors}
+    assert recs["b"].strides == [1, 4] and recs["b"].contiguous is False
+    assert recs["c"].shape == [2] and recs["c"].dtype == "float64"
+    assert recs["d"].requires_grad
+    assert recs["e"].shape == [2, 8]
+    assert not recs["a"].changed and recs["a"].shape == [4, 4]  # reused, and no longer "changed"
+    assert not any(r.changed for r in second.tensors)
+
+
+def test_record_refreshed_after_a_same_size_dtype_swap_through_data():
+    t = torch.zeros(4)
+    ns = {"t": t}
+    first, ids = scan_namespace(ns)
+    t.data = t.data.view(torch.int32)  # same pointer, sizes, strides and version
+    second, _ = scan_namespace(ns, previous=ids, cache=first.cache)
+    assert second.tensors[0].dtype == "int32"

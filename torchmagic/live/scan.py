@@ -23,7 +23,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -53,6 +53,7 @@ _base = _T.__dict__["_base"].__get__
 _layout = _T.__dict__["layout"].__get__
 _is_nested = _T.__dict__["is_nested"].__get__
 _is_quantized = _T.__dict__["is_quantized"].__get__
+_version = _T.__dict__["_version"].__get__
 
 
 _Tensor = torch.Tensor
@@ -469,6 +470,8 @@ class ScanResult:
     cell: CellNames
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    # name -> (version, data_ptr, size, stride, requires_grad, dtype, record): for the next scan
+    cache: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
 class _Identity:
@@ -503,9 +506,11 @@ def scan_namespace(
     previous: dict[str, Any] | None = None,
     hidden: dict[str, Any] | None = None,
     max_items: int = MAX_ITEMS,
+    cache: dict[str, tuple[Any, ...]] | None = None,
 ) -> tuple[ScanResult, dict[str, Any]]:
     """Scan `ns`; `previous` is the identity map the last scan returned (None: first scan,
-    where `changed` falls back to the names the cell assigns)."""
+    where `changed` falls back to the names the cell assigns); `cache` is the last result's
+    `cache`, which lets an unchanged tensor keep its record."""
     t0 = time.perf_counter()
     cell = cell_names(raw_cell)
     identities: dict[str, Any] = {}
@@ -529,7 +534,7 @@ def scan_namespace(
     try:
         with warnings.catch_warnings(), torch._C.DisableTorchFunctionSubclass():
             warnings.simplefilter("ignore")
-            result = _scan(ns, cell, changed, hidden, max_items)
+            result = _scan(ns, cell, changed, hidden, max_items, cache or {})
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -537,12 +542,46 @@ def scan_namespace(
     return result, identities
 
 
-def _scan(ns: dict[str, Any], cell: CellNames, changed: Any, hidden: Any, max_items: int) -> ScanResult:
+def _cache_key(t: Any, tp: type) -> tuple[Any, ...] | None:
+    """What must be equal for a tensor seen last scan (same object) to keep its record.
+
+    In-place ops, `resize_`, `set_` and `t_()` bump `_version`; `.data = x` does not, but it
+    changes the data pointer, sizes, strides or dtype. Tensors without a data pointer (meta, empty,
+    fake) and inference tensors (no version counter) are always read afresh.
+    """
+    if tp is not _Tensor and tp is not _Parameter:
+        return None
+    try:
+        ptr = _data_ptr(t)
+        if not ptr:
+            return None
+        return (_version(t), ptr, _size(t), _stride(t), _requires_grad(t), _dtype(t))
+    except Exception:
+        return None
+
+
+def _scan(
+    ns: dict[str, Any], cell: CellNames, changed: Any, hidden: Any, max_items: int, cache: dict[str, Any]
+) -> ScanResult:
     found = collect(ns, hidden, max_items)
     tensors = []
+    new_cache: dict[str, tuple[Any, ...]] = {}
     for name, t in found.tensors:
         try:
-            tensors.append(tensor_record(name, t, changed(name, t)))
+            ch = changed(name, t)
+            key = _cache_key(t, type(t))
+            rec = None
+            if key is not None and not ch:
+                hit = cache.get(name)
+                if hit is not None and hit[:-1] == key:
+                    rec = hit[-1]
+                    if rec.changed:
+                        rec = replace(rec, changed=False)
+            if rec is None:
+                rec = tensor_record(name, t, ch)
+            if key is not None:
+                new_cache[name] = (*key, rec)
+            tensors.append(rec)
         except Exception:
             continue
     trees = module_trees(found)
@@ -554,7 +593,7 @@ def _scan(ns: dict[str, Any], cell: CellNames, changed: Any, hidden: Any, max_it
             continue
     order = {name: i for i, (name, _) in enumerate(found.modules)}
     modules.sort(key=lambda r: order.get(r.name, 0))
-    return ScanResult(tensors, modules, cuda_memory(), found, trees, cell)
+    return ScanResult(tensors, modules, cuda_memory(), found, trees, cell, cache=new_cache)
 
 
 def cuda_memory() -> MemoryRecord | None:
@@ -595,6 +634,7 @@ class LiveScan:
     def __init__(self, config: Any = None) -> None:
         self.config = config
         self._previous: dict[str, Any] | None = None
+        self._cache: dict[str, tuple[Any, ...]] = {}
         # (rule, object name) -> the object it was reported for: a model's finding is shown
         # once, not after every later cell, until the name is bound to a new object.
         self._reported: dict[tuple[str, str | None], _Identity] = {}
@@ -614,7 +654,9 @@ class LiveScan:
             raw_cell=run.raw_cell,
             previous=self._previous,
             hidden=hidden if isinstance(hidden, dict) else None,
+            cache=self._cache,
         )
+        self._cache = result.cache
         report = run.report
         try:
             report.tensors.extend(result.tensors)
