@@ -111,11 +111,12 @@ def _ints(seq: Any) -> list[int]:
 def tensor_record(name: str, t: Any, changed: bool) -> TensorRecord:
     """Metadata of one tensor. Fast path for plain strided tensors (1 to 2 µs); anything
     else (sparse, nested, subclasses that refuse a query) degrades field by field."""
-    return keyed_record(name, t, changed)[0]
+    return cached_record(name, t, changed, None)
 
 
-def keyed_record(name: str, t: Any, changed: bool) -> tuple[TensorRecord, tuple[Any, ...] | None]:
-    """The record, and the key that lets the next scan keep it (see `_cache_key`)."""
+def cached_record(name: str, t: Any, changed: bool, cache: dict[str, Any] | None) -> TensorRecord:
+    """The record; with `cache`, also `cache[name] = (*_cache_key(t), record)` for the next
+    scan, from the values read here (one flat tuple: a scan allocates as little as it can)."""
     tp = type(t)
     plain = tp is _Tensor or tp is _Parameter
     try:
@@ -130,7 +131,7 @@ def keyed_record(name: str, t: Any, changed: bool) -> tuple[TensorRecord, tuple[
         numel = _numel(t)
         requires_grad = _requires_grad(t)
         storage = None
-        cache_key = None
+        version = None
         if plain:
             if numel:
                 # The storage's own address (a view's data_ptr is offset into it): shared
@@ -140,10 +141,11 @@ def keyed_record(name: str, t: Any, changed: bool) -> tuple[TensorRecord, tuple[
                 ptr = raw - _storage_offset(t) * esize
                 if ptr:
                     storage = devname + ":" + hex(ptr)
-                    try:
-                        cache_key = (_version(t), raw, size, stride, requires_grad, dt)
-                    except Exception:  # inference tensors have no version counter
-                        cache_key = None
+                    if cache is not None:
+                        try:
+                            version = _version(t)
+                        except Exception:  # inference tensors have no version counter
+                            version = None
             elif _layout(t) is not _strided or _is_nested(t):
                 raise TypeError("empty sparse or nested tensor")
         gf = _grad_fn(t)
@@ -168,9 +170,11 @@ def keyed_record(name: str, t: Any, changed: bool) -> tuple[TensorRecord, tuple[
             kind,
             storage,
         )
-        return record, cache_key
+        if version is not None:
+            cache[name] = (version, raw, requires_grad, dt, record)  # type: ignore[index]
+        return record
     except Exception:
-        return _degraded_record(name, t, tp, changed), None
+        return _degraded_record(name, t, tp, changed)
 
 
 def _tensor_kind(t: Any, tp: type) -> str:
@@ -484,7 +488,7 @@ class ScanResult:
     cell: CellNames
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
-    # name -> ((version, data_ptr, size, stride, requires_grad, dtype), record): for the next scan
+    # name -> (version, data_ptr, requires_grad, dtype, record): for the next scan
     cache: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
@@ -569,7 +573,7 @@ def _cache_key(t: Any, tp: type) -> tuple[Any, ...] | None:
         ptr = _data_ptr(t)
         if not ptr:
             return None
-        return (_version(t), ptr, _size(t), _stride(t), _requires_grad(t), _dtype(t))
+        return (_version(t), ptr, _requires_grad(t), _dtype(t))
     except Exception:
         return None
 
@@ -583,18 +587,25 @@ def _scan(
     for name, t in found.tensors:
         try:
             ch = changed(name, t)
-            rec = key = None
+            rec = None
             hit = cache.get(name) if not ch else None
             if hit is not None:
                 key = _cache_key(t, type(t))
-                if key is not None and hit[0] == key:
-                    rec = hit[1]
+                old = hit[4]
+                # sizes and strides are compared with the record itself: keeping them in the
+                # key would double the objects every scan allocates and frees
+                if (
+                    key is not None
+                    and hit[:4] == key
+                    and list(_size(t)) == old.shape
+                    and list(_stride(t)) == old.strides
+                ):
+                    rec = old
                     if rec.changed:
                         rec = replace(rec, changed=False)
+                    new_cache[name] = (*key, rec)
             if rec is None:
-                rec, key = keyed_record(name, t, ch)
-            if key is not None:
-                new_cache[name] = (key, rec)
+                rec = cached_record(name, t, ch, new_cache)
             tensors.append(rec)
         except Exception:
             continue
