@@ -5,7 +5,7 @@
   running statistics updated.
 - TM506: `.backward()` reaches a Dropout/BatchNorm that ran forward with `training=False`,
   and an optimizer then steps while that layer is still in eval mode: `model.train()` was
-  forgotten after validation. The forward hook puts a tensor hook on that layer's output
+  forgotten after validation. The forward pre-hook puts a tensor hook on that layer's input
   (it fires only if a backward pass actually flows through it); a global optimizer
   step pre-hook confirms the training step. Gradients taken in eval mode without an
   optimizer step (saliency maps, adversarial examples generated before `model.train()`)
@@ -109,7 +109,6 @@ class ModeChecks:
         self._warning_filter = quiet_compile_warning()
         self._handles = [
             _module_mod.register_module_forward_pre_hook(self._pre),
-            _module_mod.register_module_forward_hook(self._post, always_call=True),
             register_optimizer_step_pre_hook(self._on_step),
         ]
         remove_after_cell(run.shell, self._remove)
@@ -153,13 +152,15 @@ class ModeChecks:
             if k == OTHER:
                 return None
             if k == NORM_OR_DROPOUT:
-                if (
-                    id(module) not in self._train_no_grad
-                    and _training(module)
-                    and not torch.is_grad_enabled()
-                    and not _is_deliberate(module)
-                ):
-                    self._train_no_grad[id(module)] = _Event.of(module, current_cell_line(self._ns))
+                if _training(module):
+                    if (
+                        id(module) not in self._train_no_grad
+                        and not torch.is_grad_enabled()
+                        and not _is_deliberate(module)
+                    ):
+                        self._train_no_grad[id(module)] = _Event.of(module, current_cell_line(self._ns))
+                elif args and torch.is_grad_enabled():
+                    self._watch_backward(module, args[0])
             elif k == CONV and args:
                 x = args[0]
                 if issubclass(type(x), _Tensor) and _device(x).type in self.cudnn_devices:
@@ -175,27 +176,22 @@ class ModeChecks:
             pass
         return None
 
-    def _post(self, module: Any, args: Any, output: Any) -> None:
-        if _is_compiling():
-            return None
-        try:
-            if self._kind_of(module) != NORM_OR_DROPOUT or _training(module) or not torch.is_grad_enabled():
-                return None
-            if not issubclass(type(output), _Tensor) or not _requires_grad(output):
-                return None
-            key = id(module)
-            if key not in self._eval_forward:
-                self._eval_forward[key] = _Event.of(module, current_cell_line(self._ns))
-            if (
-                key in self._eval_backward
-                or key in self._eval_step
-                or len(self._tensor_hooks) >= MAX_TENSOR_HOOKS
-            ):
-                return None
-            self._tensor_hooks.append(output.register_hook(self._on_backward(key)))
-        except Exception:
-            pass
-        return None
+    def _watch_backward(self, module: Any, x: Any) -> None:
+        """TM506: a hook on the eval-mode layer's input fires only when a backward pass
+        computes the gradient there, i.e. flows back through this layer. (Hooking the input
+        in the pre-hook spares a second global hook on every module call.)"""
+        if not issubclass(type(x), _Tensor) or not _requires_grad(x):
+            return
+        key = id(module)
+        if key not in self._eval_forward:
+            self._eval_forward[key] = _Event.of(module, current_cell_line(self._ns))
+        if (
+            key in self._eval_backward
+            or key in self._eval_step
+            or len(self._tensor_hooks) >= MAX_TENSOR_HOOKS
+        ):
+            return
+        self._tensor_hooks.append(x.register_hook(self._on_backward(key)))
 
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
