@@ -3,7 +3,9 @@
     .venv/bin/python bench/scan_speed.py [--tensors 10000] [--modules 1000]
 
 1. A namespace with N small tensors and a model of M submodules: the torchmagic scan
-   (records + live rules), against the variable-inspector approach of calling `repr()` /
+   (records + live rules) when every tensor is new to it ("no cache": the first checked
+   cell) and in the usual next cell (same objects, records kept where nothing changed),
+   against the variable-inspector approach of calling `repr()` /
    `str()` on every variable (what a generic notebook variable explorer does; it also reads
    every tensor's values, which on a GPU means a device sync and a copy per tensor).
 2. Forward-hook tracing: the extra time per module call with the ShapeTracer alone and with
