@@ -174,3 +174,25 @@ def test_widget_in_a_real_kernel():
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_older_views_are_frozen_and_release_their_report():
+    import gc
+    import weakref
+
+    from torchmagic.views import widget as widget_mod
+
+    first_report = report()
+    ref = weakref.ref(first_report)
+    first = ReportView(first_report)
+    html_before = first._panes[1].value
+    del first_report
+    for _ in range(widget_mod.INTERACTIVE_VIEWS):
+        ReportView(Report())
+    gc.collect()
+    assert first.report is None and ref() is None
+    assert first._sort.disabled and first._all.disabled
+    assert first._panes[1].value == html_before  # still shows what it showed
+    bundle = first._repr_mimebundle_()
+    assert "&lt;script&gt;" in bundle["text/html"] and WIDGET_MIME in bundle
+    first._sort.value = "name"  # ignored, no error

@@ -11,6 +11,7 @@ value from the user's code or namespace goes through `html.escape`.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from html import escape
 from typing import Any
@@ -218,16 +219,46 @@ def _tabs(
 # ---- the widget ----------------------------------------------------------------------------------
 
 
+# Views that still answer "sort"/"show all". ipywidgets keeps every widget (and so its
+# report) alive for the kernel's lifetime; with a report after every cell, older views are
+# frozen: they keep showing what they show, and let go of their report.
+INTERACTIVE_VIEWS = 30
+_live_views: deque[ReportView] = deque()
+
+
 class ReportView:
     """The displayed object: a widget where widgets render, static HTML and text elsewhere."""
 
     def __init__(self, report: Report, max_rows: int = DEFAULT_ROWS) -> None:
-        self.report = report
+        self.report: Report | None = report
         self.max_rows = max_rows
         self.show_all = False
         self.sort_key = "size"
         self.descending: bool | None = None
+        self._static: dict[str, Any] | None = None
         self.widget = self._build()
+        _live_views.append(self)
+        while len(_live_views) > INTERACTIVE_VIEWS:
+            _live_views.popleft().freeze()
+
+    def freeze(self) -> None:
+        """Stop answering the controls and drop the report (the widgets keep their content)."""
+        if self.report is None:
+            return
+        try:
+            bundle = self._bundle_without_widget()
+            # the static HTML and text only: the JSON copy of the report is what we let go of
+            self._static = {k: bundle[k] for k in ("text/html", "text/plain") if k in bundle}
+            for control, handler in (
+                (self._sort, self._on_sort),
+                (self._order, self._on_sort),
+                (self._all, self._on_all),
+            ):
+                control.unobserve(handler, names="value")
+                control.disabled = True
+        except Exception:
+            pass
+        self.report = None
 
     def _limit(self) -> int | None:
         return None if self.show_all else self.max_rows
@@ -273,6 +304,8 @@ class ReportView:
             pane.value = body
 
     def _on_sort(self, change: Any) -> None:
+        if self.report is None:
+            return
         self.sort_key = self._sort.value
         order = self._order.value
         self.descending = None if order == "default" else order == "desc"
@@ -281,10 +314,14 @@ class ReportView:
         )
 
     def _on_all(self, change: Any) -> None:
+        if self.report is None:
+            return
         self.show_all = bool(self._all.value)
         self._refresh()
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+    def _bundle_without_widget(self) -> dict[str, Any]:
+        if self.report is None:
+            return dict(self._static or {"text/plain": "torchcheck report"})
         try:
             from .html import mimebundle
 
@@ -292,6 +329,10 @@ class ReportView:
         except Exception:
             bundle = {"text/html": static_html(self.report)}
         bundle.setdefault("text/plain", summary_line(self.report))
+        return bundle
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle = self._bundle_without_widget()
         try:
             view = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
             key = "application/vnd.jupyter.widget-view+json"
@@ -302,7 +343,11 @@ class ReportView:
         return bundle
 
     def __repr__(self) -> str:
-        return summary_line(self.report)
+        return (
+            summary_line(self.report)
+            if self.report is not None
+            else self._bundle_without_widget()["text/plain"]
+        )
 
 
 class StaticView:
