@@ -208,3 +208,18 @@ def test_TM405_one_finding_when_static_also_flags(ip):
     body = "model = nn.Linear(2, 2)\npreds = model(torch.randn(1, 2)).numpy()\n"
     found = [f for f in check(ip, body).findings if f.rule == "TM405"]
     assert len(found) == 1 and found[0].line == 3
+
+
+def test_TM106_live_ignores_weight_norm_and_computed_tensors(ip):
+    body = (
+        "import warnings\n"
+        "with warnings.catch_warnings():\n"
+        "    warnings.simplefilter('ignore')\n"  # weight_norm's deprecation warning
+        "    wn = torch.nn.utils.weight_norm(nn.Linear(3, 3))\n"
+        "sn = torch.nn.utils.spectral_norm(nn.Linear(3, 3))\n"
+        "with torch.no_grad():\n"
+        "    wn(torch.randn(1, 3)); sn(torch.randn(1, 3))\n"
+        "cache = nn.Linear(3, 3)\n"
+        "cache.last = cache(torch.randn(1, 3))\n"  # a computed activation, not a constant
+    )
+    assert live(check(ip, body), "TM106") == []

@@ -106,6 +106,8 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
                 if tp is list or tp is tuple or tp is dict:
                     candidates.append((type(m), attr, qual, v))
                 elif issubclass(tp, torch.Tensor) and not issubclass(tp, _Parameter):
+                    if _computed_attribute(d, attr, v):
+                        continue
                     plain.setdefault((type(m), attr), []).append((qual, tree.root, v))
                     try:
                         attr_devices.append((f"{qual}.{attr}", _device_name(_device(v))))
@@ -160,6 +162,34 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
             )
         )
     return out
+
+
+# Hooks that recompute a plain tensor attribute from registered parameters before each forward.
+_RECOMPUTING_HOOKS = frozenset({"WeightNorm", "SpectralNorm"})
+
+
+def _computed_attribute(d: dict[str, Any], attr: str, t: Any) -> bool:
+    """A plain tensor attribute that is derived, not state: TM106 would be noise.
+
+    `weight_norm`/`spectral_norm` keep `weight` as a plain attribute recomputed from
+    registered parameters by a forward pre-hook; a tensor with a `grad_fn` was computed from
+    others (a cached activation, a derived weight) rather than created as a constant.
+    """
+    try:
+        if _grad_fn(t) is not None:
+            return True
+    except Exception:
+        pass
+    hooks = d.get("_forward_pre_hooks")
+    if isinstance(hooks, dict):
+        for hook in dict.values(hooks):
+            if type(hook).__name__ in _RECOMPUTING_HOOKS:
+                try:
+                    if instance_dict(hook).get("name") == attr:
+                        return True
+                except Exception:
+                    continue
+    return False
 
 
 def _unregistered(container: Any, module_ids: set[int], param_ids: set[int]) -> bool:
