@@ -137,3 +137,28 @@ def test_compiled_module_no_graph_break_no_warning(ip):
     assert ip.user_ns["explained"].graph_break_count == 0
     assert not [f for f in warnings.filters if f[1] is not None and "global hooks" in f[1].pattern]
     assert any(s.module == "cm" for s in torchmagic.last_report().shape_trace)
+
+
+def test_trace_records_keyword_inputs(ip):
+    body = (
+        "class KW(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = nn.Linear(3, 2)\n"
+        "    def forward(self, *, features):\n"
+        "        return self.lin(features)\n"
+        "kw = KW()\n"
+        "y = kw(features=torch.randn(6, 3))\n"
+    )
+    shapes, _ = trace(ip, body)
+    assert shapes["kw"].inputs == [[6, 3]] and shapes["kw"].outputs == [[6, 2]]
+
+
+def test_failing_forward_emits_no_hook_warning(ip):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ip.run_cell("%%torchcheck\nbad2 = nn.Linear(2, 2)\nbad2(torch.randn(3, 5))\n")
+    assert not [w for w in caught if "forward hook" in str(w.message)]
+    assert _hooks_installed() == 0

@@ -136,7 +136,7 @@ class ShapeTracer:
         self._warning_filter = quiet_compile_warning()
         self._handles = [
             _module_mod.register_module_forward_pre_hook(self._pre),
-            _module_mod.register_module_forward_hook(self._post, always_call=True),
+            _module_mod.register_module_forward_hook(self._post, with_kwargs=True, always_call=True),
         ]
         remove_after_cell(run.shell, self._remove)
 
@@ -176,7 +176,9 @@ class ShapeTracer:
             pass
         return None
 
-    def _post(self, module: Any, args: Any, output: Any) -> None:
+    def _post(self, module: Any, args: Any, *rest: Any) -> None:
+        # (kwargs, output) normally; just (output) when PyTorch calls an always_call hook
+        # after the forward raised, where it leaves out the kwargs.
         if _is_compiling():
             return None
         self._depth = max(0, self._depth - 1)
@@ -184,6 +186,9 @@ class ShapeTracer:
             rec = self._calls.get(id(module))
             if rec is None or rec.outputs is not None or rec.ref() is not module:
                 return None
+            output = rest[-1] if rest else None
+            if not rec.inputs and len(rest) == 2 and rest[0]:
+                rec.inputs, _ = tensor_shapes(rest[0])  # keyword-only inputs (`model(input_ids=...)`)
             rec.outputs, first = tensor_shapes(output)
             if first is not None:
                 rec.dtype = str(_dtype(first)).removeprefix("torch.")
