@@ -246,10 +246,11 @@ def test_scan_survives_hostile_objects_without_touching_them():
 def test_scan_caps_huge_containers():
     t = torch.ones(2)
     ns = {"huge": [t] * 1_000_000, "ints": list(range(1_000_000)), "big_dict": {i: t for i in range(200_000)}}
-    scan_namespace(ns)  # warm-up
-    t0 = time.perf_counter()
-    result, _ = scan_namespace(ns)
-    elapsed = time.perf_counter() - t0
+    elapsed = 1.0
+    for _ in range(3):  # best of three: a full collection of this test's garbage may land in one
+        t0 = time.perf_counter()
+        result, _ = scan_namespace(ns)
+        elapsed = min(elapsed, time.perf_counter() - t0)
     assert sum(1 for r in result.tensors if r.name.startswith("huge[")) == 1000
     assert sum(1 for r in result.tensors if r.name.startswith("big_dict[")) == 1000
     assert elapsed < 0.1

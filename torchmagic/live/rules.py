@@ -10,6 +10,7 @@ once, so the only live evidence is the cell's own error, not anything left in th
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -63,8 +64,11 @@ _FALLBACK = {
 }
 
 
-def live_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Finding, Any]]:
-    out: list[tuple[Finding, Any]] = []
+def live_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Finding, Any, bool]]:
+    """`(finding, object, show)`: `object` is what the finding is about (the caller remembers
+    it weakly, not to repeat the finding in later cells); `show` is False when a static
+    finding in this cell already says the same, which still counts as reported."""
+    out: list[tuple[Finding, Any, bool]] = []
     out += module_findings(result, static)
     out += graph_findings(result, static)
     return out
@@ -79,9 +83,9 @@ def _static_at(static: list[Finding], rule: str, line: int | None) -> bool:
     return line is not None and any(f.rule == rule and f.line == line for f in static)
 
 
-def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Finding, Any]]:
+def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Finding, Any, bool]]:
     """TM105, TM106 per (class, attribute), TM205 per outermost root module."""
-    out: list[tuple[Finding, Any]] = []
+    out: list[tuple[Finding, Any, bool]] = []
     covered: set[int] = set()
     containers: dict[tuple[type, str], list[Any]] = {}  # (class, attr) -> [qualname, root, count, kind]
     plain: dict[tuple[type, str], list[Any]] = {}
@@ -120,8 +124,8 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
             if _unregistered(v, ids, tree.tensor_ids):
                 containers.setdefault((cls, attr), []).append((qual, tree.root, v))
     for (cls, attr), hits in containers.items():
-        if _static_mentions(static, "TM105", attr) and cls.__name__ in result.cell.assigned:
-            continue
+        # the class is defined in this cell and the static rule already said it
+        show = not (_static_mentions(static, "TM105", attr) and cls.__name__ in result.cell.assigned)
         qual, root, v = hits[0]
         kind = "dict" if type(v) is dict else type(v).__name__
         fix = "nn.ModuleDict" if kind == "dict" else "nn.ModuleList"
@@ -139,11 +143,11 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
                     object=name,
                 ),
                 root,
+                show,
             )
         )
     for (cls, attr), hits in plain.items():
-        if _static_mentions(static, "TM106", attr) and cls.__name__ in result.cell.assigned:
-            continue
+        show = not (_static_mentions(static, "TM106", attr) and cls.__name__ in result.cell.assigned)
         qual, root, _ = hits[0]
         more = f" (and {len(hits) - 1} more `{cls.__name__}` instances)" if len(hits) > 1 else ""
         name = f"{qual}.{attr}"
@@ -159,6 +163,7 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
                     object=name,
                 ),
                 root,
+                show,
             )
         )
     return out
@@ -211,7 +216,7 @@ def _mixed_devices(
     attr_devices: list[tuple[str, str]],
     split_ok: bool,
     result: ScanResult,
-) -> list[tuple[Finding, Any]]:
+) -> list[tuple[Finding, Any, bool]]:
     all_devices = dict.fromkeys(devices)
     strays = [(n, dev) for n, dev in attr_devices if devices and dev not in devices]
     for _, dev in strays:
@@ -233,6 +238,7 @@ def _mixed_devices(
                     object=tree.name,
                 ),
                 tree.root,
+                True,
             )
         ]
     if split_ok:
@@ -247,6 +253,7 @@ def _mixed_devices(
                     severity="info",
                 ),
                 tree.root,
+                True,
             )
         ]
     examples = "; ".join(f"{dev}: `{q}.{p}`" for dev, (q, p) in sorted(devices.items()))
@@ -260,13 +267,19 @@ def _mixed_devices(
                 object=tree.name,
             ),
             tree.root,
+            True,
         )
     ]
 
 
-def graph_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Finding, Any]]:
+def _static_names(static: list[Finding], rule: str, name: str) -> bool:
+    pattern = re.compile(rf"(?<![\w.]){re.escape(name)}(?![\w])")
+    return any(f.rule == rule and f.source == "static" and pattern.search(f.message) for f in static)
+
+
+def graph_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Finding, Any, bool]]:
     """TM401: containers of tensors with `grad_fn` (warning); single outputs (info, one finding)."""
-    out: list[tuple[Finding, Any]] = []
+    out: list[tuple[Finding, Any, bool]] = []
     cell = result.cell
     for name, tensors in result.objects.containers.items():
         n = 0
@@ -278,9 +291,9 @@ def graph_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Find
                 continue
         if n < 2:
             continue
-        line = cell.line_of(name)
-        if _static_at(static, "TM401", line):
-            continue
+        # the line that filled it (`losses.append(loss)`) is where the static rule points too
+        line = cell.mutated.get(name) or cell.assigned.get(name)
+        show = not (_static_at(static, "TM401", line) or _static_names(static, "TM401", name))
         out.append(
             (
                 finding(
@@ -291,9 +304,12 @@ def graph_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Find
                     line=line,
                     object=name,
                 ),
-                None,
+                result.objects.container_objects.get(name),
+                show,
             )
         )
+    if out or any(f.rule == "TM401" for f in static):
+        return out  # the single-output note adds nothing next to a real TM401
     singles: list[tuple[str, Any]] = []
     assigned = cell.assigned
     # only names this cell bound (container items are handled above)
@@ -305,21 +321,20 @@ def graph_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Find
             continue
     if singles:
         name = singles[0][0]
-        line = cell.line_of(name)
-        if not _static_at(static, "TM401", line):
-            names = ", ".join(f"`{n}`" for n, _ in singles[:4]) + (" ..." if len(singles) > 4 else "")
-            out.append(
-                (
-                    finding(
-                        "TM401",
-                        f"{names} still hold{'s' if len(singles) == 1 else ''} an autograd graph after the cell "
-                        "(fine for the last step's output; a leak if kept across steps).",
-                        "Keep `.detach()`ed tensors or `.item()` numbers in variables that outlive the step.",
-                        line=line,
-                        object=name,
-                        severity="info",
-                    ),
-                    None,
-                )
+        names = ", ".join(f"`{n}`" for n, _ in singles[:4]) + (" ..." if len(singles) > 4 else "")
+        out.append(
+            (
+                finding(
+                    "TM401",
+                    f"{names} still hold{'s' if len(singles) == 1 else ''} an autograd graph after the cell "
+                    "(fine for the last step's output; a leak if kept across steps).",
+                    "Keep `.detach()`ed tensors or `.item()` numbers in variables that outlive the step.",
+                    line=cell.line_of(name),
+                    object=name,
+                    severity="info",
+                ),
+                None,
+                True,
             )
+        )
     return out

@@ -281,6 +281,7 @@ class NamespaceObjects:
     modules: list[tuple[str, Any]] = field(default_factory=list)
     # name -> tensors found one level inside that list/tuple/dict
     containers: dict[str, list[Any]] = field(default_factory=dict)
+    container_objects: dict[str, Any] = field(default_factory=dict)
 
 
 def collect(
@@ -324,6 +325,7 @@ def collect(
                         found.modules.append((item_name, item))
                 if inner:
                     found.containers[name] = inner
+                    found.container_objects[name] = value
         except Exception:
             continue
     return found
@@ -696,14 +698,15 @@ class LiveScan:
                 self._reported = {
                     k: v for k, v in self._reported.items() if v.ref is None or v.ref() is not None
                 }
-            for f, obj in pairs:
+            for f, obj, show in pairs:
                 if obj is not None:
                     key = (f.rule, f.object)
                     before = self._reported.get(key)
                     if before is not None and before.same(obj):
                         continue
                     self._reported[key] = _Identity(obj)
-                report.findings.append(f)
+                if show:
+                    report.findings.append(f)
             pairs = []
             report.findings = drop_shadowed(report.findings)
         finally:
