@@ -223,3 +223,28 @@ def test_TM106_live_ignores_weight_norm_and_computed_tensors(ip):
         "cache.last = cache(torch.randn(1, 3))\n"  # a computed activation, not a constant
     )
     assert live(check(ip, body), "TM106") == []
+
+
+def test_TM105_live_not_repeated_after_the_static_finding(ip):
+    body = (
+        "class Bad2(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.layers = [nn.Linear(2, 2)]\n"
+        "bad2 = Bad2()\n"
+    )
+    assert [f.source for f in check(ip, body).findings if f.rule == "TM105"] == ["static"]
+    assert [f for f in check(ip, "y = 2\n").findings if f.rule == "TM105"] == []
+
+
+def test_TM401_live_yields_to_static_in_the_loop_cell_and_later(ip):
+    body = (
+        "w = torch.randn(3, requires_grad=True)\n"
+        "losses = []\n"
+        "for i in range(3):\n"
+        "    loss = (w * i).sum()\n"
+        "    losses.append(loss)\n"
+    )
+    found = [f for f in check(ip, body).findings if f.rule == "TM401"]
+    assert [(f.source, f.line) for f in found] == [("static", 6)]
+    assert [f for f in check(ip, "z = 3\n").findings if f.rule == "TM401"] == []
