@@ -554,7 +554,8 @@ def scan_namespace(
         return before is None or (before is not ref and not _same(before, obj))
 
     gc_was_enabled = gc.isenabled()
-    # Thousands of small records would trigger collections of the user's whole heap.
+    # Collection is deferred to the end of the scan: thousands of new records would
+    # otherwise run the young generations many times over in the middle of it.
     gc.disable()
     try:
         with warnings.catch_warnings(), torch._C.DisableTorchFunctionSubclass():
