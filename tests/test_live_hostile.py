@@ -357,3 +357,25 @@ def _timed(ns, prev):
     result, _ = scan_namespace(ns, previous=prev)
     live_findings(result, [])
     return time.perf_counter() - t0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_scan_never_synchronises_cuda():
+    """With the sync debug mode set to error, any device synchronisation raises."""
+    ns = {
+        "a": torch.randn(64, 64, device="cuda", requires_grad=True) * 2,
+        "xs": [torch.randn(8, device="cuda") for _ in range(4)],
+        "net": nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8)).cuda(),
+        "split": nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2).cuda()),
+    }
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        result, ids = scan_namespace(ns, raw_cell="a = 1\n")
+        findings = live_findings(result, [])
+        scan_namespace(ns, previous=ids, cache=result.cache)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    recs = {r.name: r for r in result.tensors}
+    assert recs["a"].device.startswith("cuda") and recs["a"].storage_key.startswith("cuda")
+    assert any(f.rule == "TM205" and f.severity == "info" for f, _, _ in findings)

@@ -170,3 +170,20 @@ def test_TM901_ignores_non_cudnn_devices_by_default(ip):
     finally:
         torch.backends.cudnn.benchmark = old
     assert [f for f in run.report.findings if f.rule == "TM901"] == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_TM901_on_cuda_with_default_devices(ip):
+    checks = ModeChecks()
+    body = "conv = nn.Conv2d(1, 2, 3).cuda()\nfor n in range(10):\n    conv(torch.randn(1, 1, 8 + n, 8, device='cuda'))\n"
+    run = CellRun(shell=ip, config=SimpleNamespace(cudnn_shape_limit=8), raw_cell=body)
+    old = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        checks.start(run)
+        ip.run_cell(body)
+        checks.stop(run)
+    finally:
+        torch.backends.cudnn.benchmark = old
+    (f,) = [f for f in run.report.findings if f.rule == "TM901"]
+    assert f.object == "conv" and "10 distinct" in f.message
