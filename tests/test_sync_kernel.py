@@ -3,44 +3,23 @@
 from __future__ import annotations
 
 import json
-import queue
 from typing import Any
 
 import pytest
-from jupyter_client.manager import start_new_kernel
-
-TIMEOUT = 60
+from kernels import execute as run_in_kernel
+from kernels import running_kernel
 
 
 @pytest.fixture(scope="module")
 def kernel():
-    km, kc = start_new_kernel(kernel_name="python3")
-    try:
+    with running_kernel() as kc:
         yield kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def execute(kc: Any, code: str) -> tuple[dict[str, Any], str]:
     """Run `code`; return the execute_reply content and the cell's stdout."""
-    msg_id = kc.execute(code)
-    reply = kc.get_shell_msg(timeout=TIMEOUT)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=TIMEOUT)
-    out = []
-    while True:
-        try:
-            msg = kc.get_iopub_msg(timeout=TIMEOUT)
-        except queue.Empty:
-            break
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
-        if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
-            out.append(msg["content"]["text"])
-    return reply["content"], "".join(out)
+    ex = run_in_kernel(kc, code)
+    return ex.reply, ex.stdout
 
 
 def last_report(kc: Any) -> dict[str, Any]:
