@@ -29,7 +29,9 @@ def reports_in(nb: Any) -> list[tuple[int, dict[str, Any]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m torchmagic.notebook_run", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m torchmagic.notebook_run", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("notebook", type=Path)
     ap.add_argument("--html", type=Path, default=None, help="write the executed notebook as HTML here")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
@@ -41,7 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(args.notebook, as_version=4)
-    client = NotebookClient(nb, timeout=args.timeout, kernel_name=args.kernel, resources={"metadata": {"path": str(args.notebook.parent.resolve())}})
+    # Without stored widget state, nbconvert falls back to each report's static HTML, so the
+    # exported file is self-contained (rendering stored widgets would need unpkg.com).
+    client = NotebookClient(
+        nb,
+        timeout=args.timeout,
+        kernel_name=args.kernel,
+        store_widget_state=False,
+        resources={"metadata": {"path": str(args.notebook.parent.resolve())}},
+    )
     status = 0
     try:
         client.execute()

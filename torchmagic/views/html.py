@@ -6,6 +6,7 @@ from the user's cell and namespace.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from typing import Any
@@ -14,17 +15,19 @@ from ..report import Finding, Report
 from .summary import human_bytes, human_seconds, summary_line
 
 SEVERITY_COLOURS = {"error": "#d32f2f", "warning": "#ef6c00", "info": "#1976d2"}
-MAX_ROWS = 200
+MAX_ROWS = 50  # static tables; the widget and the sidebar page through everything
 
 _STYLE = """<style>
 .tm-report{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:12.5px;
  color:var(--jp-ui-font-color1,#222);margin:2px 0}
-.tm-report table{border-collapse:collapse;margin:3px 0;width:auto}
-.tm-report td,.tm-report th{padding:2px 8px;text-align:left;vertical-align:top;
- border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
-.tm-report th{font-weight:600;color:var(--jp-ui-font-color2,#555)}
+div.tm-report table{border-collapse:collapse;margin:3px 0;width:auto;table-layout:auto}
+div.tm-report table td,div.tm-report table th{padding:2px 8px;text-align:left!important;vertical-align:top;
+ border:none;border-bottom:1px solid var(--jp-border-color2,#e0e0e0);max-width:none}
+div.tm-report table th{font-weight:600;color:var(--jp-ui-font-color2,#555)}
+div.tm-report table tbody tr:nth-child(odd){background:transparent}
 .tm-report code{font-family:var(--jp-code-font-family,monospace);font-size:12px}
 .tm-sev{display:inline-block;min-width:52px;font-weight:600}
+div.tm-report td.tm-nowrap{white-space:nowrap}
 .tm-fix{color:var(--jp-ui-font-color2,#555)}
 .tm-summary{font-weight:600}
 .tm-clean{color:var(--jp-ui-font-color2,#666)}
@@ -42,6 +45,14 @@ def _code(value: Any) -> str:
     return f"<td><code>{escape(str(value))}</code></td>"
 
 
+_BACKTICKS = re.compile(r"`([^`]+)`")
+
+
+def inline_code(text: str) -> str:
+    """Escape, then show `spans` as code (escaping first keeps the markup ours)."""
+    return _BACKTICKS.sub(r"<code>\1</code>", escape(text))
+
+
 def finding_rows(findings: Iterable[Finding]) -> str:
     rows = []
     for f in findings:
@@ -49,10 +60,10 @@ def finding_rows(findings: Iterable[Finding]) -> str:
         where = f"line {f.line}" if f.line is not None else escape(f.object or "live")
         rows.append(
             "<tr>"
-            f'<td><span class="tm-sev" style="color:{colour}">{escape(f.severity)}</span></td>'
-            f"<td>{where}</td>"
-            f"<td><b>{escape(f.rule)}</b> {escape(f.name)}</td>"
-            f"<td>{escape(f.message)}<br><span class='tm-fix'>fix: {escape(f.hint)}</span></td>"
+            f'<td class="tm-nowrap"><span class="tm-sev" style="color:{colour}">{escape(f.severity)}</span></td>'
+            f'<td class="tm-nowrap">{where}</td>'
+            f'<td class="tm-nowrap"><b>{escape(f.rule)}</b> {escape(f.name)}</td>'
+            f"<td>{inline_code(f.message)}<br><span class='tm-fix'>fix: {inline_code(f.hint)}</span></td>"
             "</tr>"
         )
     return "".join(rows)
