@@ -319,7 +319,7 @@ class TorchMagic:
         report.check_s = time.perf_counter() - t0
         report.finished = time.time()
         self.last = report
-        self._show(report, opts.display)
+        self._show(report, opts.display, opts.max_rows)
         if self.channel is not None:
             try:
                 self.channel.send(report)
@@ -344,7 +344,7 @@ class TorchMagic:
         return out
 
     # ---- display ---------------------------------------------------------------------------
-    def _show(self, report: Report, display: str) -> None:
+    def _show(self, report: Report, display: str, max_rows: int) -> None:
         if display == "none":
             return
         if display == "auto":
@@ -360,7 +360,7 @@ class TorchMagic:
             try:
                 from .views.widget import render_widget
 
-                ipy_display(render_widget(report))
+                ipy_display(render_widget(report, max_rows=max_rows))
                 return
             except ImportError:
                 pass
