@@ -61,8 +61,8 @@ def report_message(
     report: Report, *, channel: str = "", seq: int = 0, max_rows: int = MAX_ROWS
 ) -> dict[str, Any]:
     """The comm payload for one checked cell: ``{"type": "report", "report": ...}``."""
-    data = report.to_dict()
-    truncated: dict[str, int] = {}
+    data = report.to_dict(max_rows=max_rows)
+    truncated: dict[str, int] = dict(data.pop("truncated", {}))
     for key in ("tensors", "modules", "shape_trace", "syncs", "findings"):
         rows = data.get(key)
         if isinstance(rows, list) and len(rows) > max_rows:

@@ -174,7 +174,7 @@ class HTMLReport:
 REPORT_MIMETYPE = "application/vnd.torchmagic.report+json"
 
 
-def mimebundle(report: Report) -> dict[str, Any]:
+def mimebundle(report: Report, max_rows: int = 200) -> dict[str, Any]:
     """HTML for notebooks, text for terminals and logs, and the report itself as JSON so that
     tools reading an executed notebook (`python -m torchmagic.notebook_run`) get the data."""
     from .terminal import render_text
@@ -182,5 +182,6 @@ def mimebundle(report: Report) -> dict[str, Any]:
     return {
         "text/plain": render_text(report),
         "text/html": render_html(report),
-        REPORT_MIMETYPE: report.to_dict(),
+        # capped: this copy is saved in the notebook file with the cell's outputs
+        REPORT_MIMETYPE: report.to_dict(max_rows=max_rows),
     }
