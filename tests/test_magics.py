@@ -251,3 +251,16 @@ def test_check_source_never_raises_on_bad_input() -> None:
     deep = "x = " + "(" * 5000 + "1" + ")" * 5000
     assert [f.rule for f in torchmagic.check_source(deep)] == ["TM000"]
     assert torchmagic.check_source("") == []
+
+
+def test_no_scan_and_no_trace_options(shell) -> None:
+    run(
+        shell,
+        "%%torchcheck --no-scan --no-trace\nimport torch\nlin = torch.nn.Linear(2, 2)\nout = lin(torch.ones(2))\n",
+    )
+    report = torchmagic.last_report()
+    assert report.tensors == [] and report.shape_trace == []
+    run(shell, "%%torchcheck\nout = lin(torch.ones(2))\n")
+    report = torchmagic.last_report()
+    assert "out" in {t.name for t in report.tensors}
+    assert [s.module for s in report.shape_trace] == ["lin"]

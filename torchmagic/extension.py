@@ -268,9 +268,7 @@ class TorchMagic:
             run.report.errors.append(opts.problem)
         self.options = opts
         self.run = run
-        for c in self.collectors:
-            if not self._wanted(c, opts):
-                continue
+        for c in self.collectors:  # each reads its own switches (trace_shapes, ...) from run.config
             try:
                 c.start(run)
             except Exception as e:
@@ -278,19 +276,8 @@ class TorchMagic:
         run.started = time.perf_counter()
         return run
 
-    @staticmethod
-    def _wanted(part: Any, opts: CellOptions) -> bool:
-        name = getattr(part, "name", "")
-        if name in ("shapes", "shape_tracer") and not opts.trace_shapes:
-            return False
-        if name in ("scan", "live_scan") and not opts.scan:
-            return False
-        return True
-
     def _stop_collectors(self, run: CellRun) -> None:
         for c in reversed(self.collectors):
-            if not self._wanted(c, run.config):
-                continue
             try:
                 c.stop(run)
             except Exception as e:
@@ -309,8 +296,6 @@ class TorchMagic:
         except Exception as e:
             report.errors.append(f"lint failed: {type(e).__name__}: {e}")
         for a in self.analyzers:
-            if not self._wanted(a, opts):
-                continue
             try:
                 a.analyze(run)
             except Exception as e:
