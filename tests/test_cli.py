@@ -80,6 +80,30 @@ def test_check_notebook_names_cells_by_position_among_all_cells(tmp_path: Path) 
     assert text.stdout.startswith("nb.ipynb#cell4:5:11: TM301 ")
 
 
+def test_notebook_cells_know_what_earlier_cells_built(tmp_path: Path) -> None:
+    nb = notebook(
+        [
+            ("code", "import torch\nimport torch.nn as nn"),
+            ("markdown", "## model"),
+            ("code", "model = nn.Linear(4, 2)\ncriterion = nn.CrossEntropyLoss()"),
+            (
+                "code",
+                "out = model(torch.randn(3, 4))\nloss = criterion(out.softmax(dim=1), torch.zeros(3).long())",
+            ),
+            ("code", "torch.save(model, 'm.pt')\ntorch.save(out, 'o.pt')"),
+        ]
+    )
+    (tmp_path / "nb.ipynb").write_text(nb)
+    found = json.loads(run("check", "nb.ipynb", "--format", "json", cwd=tmp_path).stdout)
+    assert [(f["path"], f["rule"], f["line"]) for f in found] == [
+        ("nb.ipynb#cell4", "TM904", 2),  # criterion is a CrossEntropyLoss from cell 3
+        ("nb.ipynb#cell5", "TM601", 1),  # model is a module from cell 3; out is a tensor
+    ]
+    # each file on its own: a .py file does not see a notebook's names
+    (tmp_path / "alone.py").write_text("torch.save(model, 'm.pt')\n")
+    assert run("check", "alone.py", cwd=tmp_path).returncode == 0
+
+
 def test_check_folder_skips_virtualenvs_and_tool_directories(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "a.py").write_text("import torch\nm = torch.load('a.pt')\n")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .lint.engine import lint
+from .lint.scope import Carry
 from .lint.registry import all_rules, get_rule
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -175,9 +176,12 @@ def lint_file(path: str, select: list[str] | None = None, ignore: list[str] | No
         return path, [], [f"{path}: error: {e}"]
     out: list[dict[str, Any]] = []
     errors: list[str] = []
+    # A notebook's cells share one namespace: what cell 2 builds is known in cell 5.
+    carry = Carry() if path.endswith(".ipynb") else None
     for unit in units:
         try:
-            result = lint(unit.code, path=unit.label, select=select, ignore=ignore)
+            result = lint(unit.code, path=unit.label, select=select, ignore=ignore, carry=carry)
+            carry = result.carry
         except Exception as e:  # a bug in torchmagic must not hide the other files' findings
             errors.append(f"{unit.label}: error: internal error ({type(e).__name__}: {e})")
             continue

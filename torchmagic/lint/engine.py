@@ -10,7 +10,7 @@ from typing import Any
 
 from ..report import Finding
 from .registry import all_rules, selected
-from .scope import Context, Walker
+from .scope import Carry, Context, Walker
 from .source import prepare
 
 # One finding per problem: on the same line, the more specific rule wins (rules.md).
@@ -27,6 +27,7 @@ PRECEDENCE: dict[str, frozenset[str]] = {
 class LintResult:
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # rules that crashed (a torchmagic bug)
+    carry: Carry | None = None  # for the next cell of the same notebook
 
 
 def check_source(
@@ -48,11 +49,13 @@ def lint(
     path: str | None = None,
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
+    carry: Carry | None = None,
 ) -> LintResult:
-    """`check_source`, also telling which rules failed internally."""
+    """`check_source`, also telling which rules failed internally. `carry` is what earlier
+    cells of the same notebook established (imports, classes, what names hold)."""
     prep = prepare(code)
     if not prep.is_python:
-        return LintResult()
+        return LintResult(carry=carry)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -60,18 +63,21 @@ def lint(
     except SyntaxError as e:
         tree = _parse_unrewritten(code, prep.python, path)
         if tree is None:
-            return LintResult([syntax_error(e.msg, e.lineno, e.offset)])
+            return LintResult([syntax_error(e.msg, e.lineno, e.offset)], carry=carry)
     except (ValueError, RecursionError, MemoryError) as e:
         what = str(e) if isinstance(e, ValueError) else "source nested too deeply to parse"
-        return LintResult([syntax_error(what, None, None)])
+        return LintResult([syntax_error(what, None, None)], carry=carry)
     rules = [r for r in all_rules() if r.is_static and selected(r.id, select, ignore)]
     ctx = Context(prep.lines, namespace)
+    if carry is not None:
+        carry.into(ctx)
     try:
         Walker(ctx, rules).run(tree)
     except RecursionError:
-        return LintResult([syntax_error("expression nested too deeply to analyse", None, None)])
+        return LintResult([syntax_error("expression nested too deeply to analyse", None, None)], carry=carry)
     found = [f for f in ctx.findings if not prep.suppressions.silenced(f.rule, f.line)]
-    return LintResult(resolve_overlaps(found), ctx.errors)
+    # Only a caller that passed a carry (a notebook, cell after cell) pays for the next one.
+    return LintResult(resolve_overlaps(found), ctx.errors, Carry.of(ctx) if carry is not None else None)
 
 
 def _parse_unrewritten(code: str, rewritten: str, path: str | None) -> ast.Module | None:

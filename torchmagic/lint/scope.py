@@ -216,6 +216,33 @@ class Frame:
     in_forward: bool = False
 
 
+@dataclass
+class Carry:
+    """What one cell's analysis hands to the next cell of the same notebook: imports, classes,
+    what module-level names hold and which call built them. Never AST nodes of the earlier
+    cell, so no finding can point at another cell's lines."""
+
+    imports: dict[str, str] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    names: dict[str, str | None] = field(default_factory=dict)
+    built: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, ctx: Context) -> Carry:
+        built = {}
+        for name in ctx.frames[0].names:
+            b = ctx.built_by(ast.Name(id=name, ctx=ast.Load()))
+            if b is not None:
+                built[name] = b
+        return cls(dict(ctx.imports), dict(ctx.classes), dict(ctx.frames[0].names), built)
+
+    def into(self, ctx: Context) -> None:
+        ctx.imports.update(self.imports)
+        ctx.classes.update(self.classes)
+        ctx.frames[0].names.update(self.names)
+        ctx.carried_built.update(self.built)
+
+
 class Context:
     """What a rule may ask while the walker stands on a node."""
 
@@ -231,6 +258,7 @@ class Context:
         self.leaving: LoopInfo | None = None
         self._live_kinds: dict[str, str | None] = {}
         self.errors: list[str] = []
+        self.carried_built: dict[str, str] = {}  # builders of names bound in earlier cells
 
     # ---- where we are -------------------------------------------------------------------
     @property
@@ -377,6 +405,8 @@ class Context:
         seen = 0
         while isinstance(node, ast.Name) and seen < 8:
             value = self.origin(node)
+            if value is None and node.id in self.carried_built and node.id in self.frames[0].names:
+                return self.carried_built[node.id]
             if value is None:
                 live = self.live_object(node.id)
                 if live is None or is_class(live):
