@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .lint.engine import lint
-from .lint.scope import Carry
 from .lint.registry import all_rules, get_rule
+from .lint.scope import Carry
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 SKIP_DIRS = frozenset(
