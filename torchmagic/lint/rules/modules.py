@@ -186,8 +186,10 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     """
     if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
         return
-    if ctx.method in ("train", "eval"):
-        return  # overriding train()/eval() (e.g. to freeze BatchNorm) is the sanctioned place
+    if ctx.method in ("train", "eval", "training"):
+        # overriding train()/eval() (e.g. to freeze BatchNorm) or a `training` property
+        # setter that forwards the mode is the sanctioned place
+        return
     recv = call.func.value
     is_self = isinstance(recv, ast.Name) and recv.id == "self"
     is_sub = isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self"
