@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from ..report import MemoryRecord, ModuleRecord, TensorRecord
+from . import meta
 from .cell import CellNames, cell_names
 
 MAX_ITEMS = 1000  # items looked at inside one list/tuple/dict
@@ -42,24 +43,23 @@ MAX_MODULES = 200_000  # submodules walked per scan, all roots together
 
 IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 
-_T = torch._C.TensorBase
-_size = _T.size
-_stride = _T.stride
-_numel = _T.numel
-_element_size = _T.element_size
-_is_contiguous = _T.is_contiguous
-_data_ptr = _T.data_ptr
-_storage_offset = _T.storage_offset
-_dtype = _T.__dict__["dtype"].__get__
-_device = _T.__dict__["device"].__get__
-_requires_grad = _T.__dict__["requires_grad"].__get__
-_grad_fn = _T.__dict__["grad_fn"].__get__
-_base = _T.__dict__["_base"].__get__
-_layout = _T.__dict__["layout"].__get__
-_is_nested = _T.__dict__["is_nested"].__get__
-_is_quantized = _T.__dict__["is_quantized"].__get__
-_version = _T.__dict__["_version"].__get__
-
+_T = torch._C.TensorBase  # for the rarer queries of the degraded path
+_base = meta.base
+_data_ptr = meta.data_ptr
+_device = meta.device
+_dtype = meta.dtype
+_element_size = meta.element_size
+_grad_fn = meta.grad_fn
+_is_contiguous = meta.is_contiguous
+_is_nested = meta.is_nested
+_is_quantized = meta.is_quantized
+_layout = meta.layout
+_numel = meta.numel
+_requires_grad = meta.requires_grad
+_size = meta.size
+_storage_offset = meta.storage_offset
+_stride = meta.stride
+_version = meta.version
 
 _Tensor = torch.Tensor
 _Parameter = nn.Parameter

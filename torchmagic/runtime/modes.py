@@ -31,15 +31,15 @@ from torch.nn.modules.conv import _ConvNd
 from torch.nn.modules.dropout import _DropoutNd
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+from ..live import meta
 from ..live.cell import current_cell_line
 from .shapes import quiet_compile_warning, remove_after_cell, restore_warnings
 
-_T = torch._C.TensorBase
-_size = _T.size
-_device = _T.__dict__["device"].__get__
-_requires_grad = _T.__dict__["requires_grad"].__get__
+_device = meta.device
+_is_compiling = meta.is_compiling
+_requires_grad = meta.requires_grad
+_size = meta.size
 _Tensor = torch.Tensor
-_is_compiling = torch.compiler.is_compiling
 
 OTHER, NORM_OR_DROPOUT, CONV = 0, 1, 2
 MAX_TENSOR_HOOKS = 1000  # TM506 output hooks per cell

@@ -18,17 +18,18 @@ from typing import Any
 import torch
 from torch.nn.modules import module as _module_mod
 
+from ..live import meta
 from ..report import ShapeRecord
 
 MAX_MODULES = 5000  # distinct modules traced per cell
 MAX_TENSORS = 16  # tensors listed per input/output
 
-_T = torch._C.TensorBase
-_size = _T.size
-_dtype = _T.__dict__["dtype"].__get__
-_device = _T.__dict__["device"].__get__
+_device = meta.device
+_dtype = meta.dtype
+_is_compiling = meta.is_compiling
+_size = meta.size
+
 _Tensor = torch.Tensor
-_is_compiling = torch.compiler.is_compiling
 
 
 # torch.compile warns when global module hooks exist; those are ours, for this cell only.
