@@ -59,7 +59,7 @@ class TorchCheck(Configurable):
     cudnn_shape_limit = Int(
         8, help="TM901: distinct convolution input shapes tolerated with cudnn.benchmark."
     ).tag(config=True)
-    max_rows = Int(200, help="Rows shown per table before 'show all'.").tag(config=True)
+    max_rows = Int(30, help="Rows shown per table before 'show all'.").tag(config=True)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -40,6 +40,9 @@ def summary_parts(report: Report) -> list[str]:
         parts.append(f"{_plural(n_sync, 'sync')} · {human_seconds(report.sync_s)} waited{pct}")
     for device, nbytes in sorted(report.memory_by_device().items()):
         parts.append(f"{device} {human_bytes(nbytes)}")
+    model_bytes = sum(m.nbytes for m in report.modules)
+    if model_bytes:
+        parts.append(f"modules {human_bytes(model_bytes)}")
     if report.errors:
         parts.append(_plural(len(report.errors), "internal error"))
     return parts

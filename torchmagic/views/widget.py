@@ -17,9 +17,10 @@ from html import escape
 from typing import Any
 
 from ..report import Finding, ModuleRecord, Report, ShapeRecord, SyncRecord, TensorRecord
+from .html import inline_code, mimebundle, render_html
 from .summary import human_bytes, human_seconds, summary_line
 
-DEFAULT_ROWS = 200
+DEFAULT_ROWS = 30
 SEVERITY_COLOURS = {"error": "#d32f2f", "warning": "#ef6c00", "info": "#1976d2"}
 
 _STYLE = """<style>
@@ -84,8 +85,8 @@ def findings_table(findings: Sequence[Finding], limit: int | None = DEFAULT_ROWS
             "<tr>"
             f"<td>{escape(where)}</td>"
             f"<td><b style='color:{colour}'>{escape(f.rule)}</b> {escape(f.name)}{obj}</td>"
-            f"<td>{escape(f.message)}</td>"
-            f"<td>{escape(f.hint)}</td>"
+            f"<td>{inline_code(f.message)}</td>"
+            f"<td>{inline_code(f.hint)}</td>"
             "</tr>"
         )
     return _table(["line", "rule", "message", "fix"], rows, len(findings))
@@ -177,9 +178,6 @@ def syncs_table(syncs: Sequence[SyncRecord], limit: int | None = DEFAULT_ROWS) -
 
 def summary_html(report: Report) -> str:
     text = summary_line(report)
-    model_bytes = sum(m.nbytes for m in report.modules)
-    if model_bytes:
-        text += f" · modules {human_bytes(model_bytes)}"
     counts = report.counts()
     colour = (
         SEVERITY_COLOURS["error"]
@@ -192,16 +190,8 @@ def summary_html(report: Report) -> str:
 
 
 def static_html(report: Report) -> str:
-    """What an exported notebook keeps: the lead's HTML view when present, else ours."""
-    try:
-        from .html import render_html
-
-        return render_html(report)
-    except Exception:
-        parts = [summary_html(report)]
-        for title, body in _tabs(report, DEFAULT_ROWS):
-            parts.append(f"<details><summary>{escape(title)}</summary>{body}</details>")
-        return "".join(parts)
+    """What an exported notebook keeps where widgets cannot render."""
+    return render_html(report)
 
 
 def _tabs(
@@ -322,14 +312,7 @@ class ReportView:
     def _bundle_without_widget(self) -> dict[str, Any]:
         if self.report is None:
             return dict(self._static or {"text/plain": "torchcheck report"})
-        try:
-            from .html import mimebundle
-
-            bundle = dict(mimebundle(self.report))
-        except Exception:
-            bundle = {"text/html": static_html(self.report)}
-        bundle.setdefault("text/plain", summary_line(self.report))
-        return bundle
+        return mimebundle(self.report)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle = self._bundle_without_widget()
