@@ -91,3 +91,47 @@ def test_kernel_auto_mode_reports_with_the_frontend_cell_id(kernel) -> None:
     )
     (result,) = [m for m in msgs if m["msg_type"] == "execute_result"]
     assert result["content"]["data"]["text/plain"] == "('cell-abc', [('TM101', 4)])"
+
+
+HELPER_MODEL = """%%torchcheck
+import torch
+import torch.nn as nn
+
+def make_layers(n):
+    return [nn.Linear(8, 8) for _ in range(n)]
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = make_layers(2)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+net = Net()
+batch = torch.randn(5, 8)
+out = net(batch)
+"""
+
+
+def test_kernel_live_view_of_a_helper_built_model(kernel) -> None:
+    """Issue #4's 'done when': TM105 names the attribute, tensors and per-layer shapes shown."""
+    run(kernel, "%load_ext torchmagic")
+    reply, msgs = run(kernel, HELPER_MODEL)
+    assert reply["status"] == "ok"
+    (data,) = reports(msgs)
+    report = data[REPORT_MIMETYPE]
+    tm105 = [f for f in report["findings"] if f["rule"] == "TM105"]
+    # static analysis cannot see what make_layers returns; the live scan can
+    assert [(f["object"], f["source"], f["line"]) for f in tm105] == [
+        ("net.layers", "live", 19)
+    ]  # `net = Net()`
+    tensors = {t["name"]: (t["shape"], t["device"], t["changed"]) for t in report["tensors"]}
+    assert tensors["batch"] == ([5, 8], "cpu", True) and tensors["out"] == ([5, 3], "cpu", True)
+    trace = {s["module"]: (s["inputs"], s["outputs"], s["calls"]) for s in report["shape_trace"]}
+    assert trace["net.layers[0]"] == ([[5, 8]], [[5, 8]], 1)
+    assert trace["net.head"] == ([[5, 8]], [[5, 3]], 1)
+    assert trace["net"][1] == [[5, 3]]
