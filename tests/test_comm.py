@@ -197,14 +197,10 @@ TIMEOUT = 60
 
 @pytest.fixture(scope="module")
 def kernel():
-    from jupyter_client.manager import start_new_kernel
+    from kernels import running_kernel
 
-    km, kc = start_new_kernel(kernel_name="python3")
-    try:
+    with running_kernel() as kc:
         yield kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def execute(kc: Any, code: str) -> list[dict[str, Any]]:

@@ -34,6 +34,30 @@ class Rule:
     loops: bool = False
     finish: bool = False
 
+    def finding(
+        self,
+        message: str,
+        hint: str,
+        *,
+        line: int | None = None,
+        col: int | None = None,
+        object: str | None = None,
+        source: str = "static",
+        severity: str | None = None,
+    ) -> Finding:
+        """A Finding of this rule, named and graded from its registration."""
+        return Finding(
+            rule=self.id,
+            name=self.name,
+            severity=severity or self.severity,  # type: ignore[arg-type]
+            line=line,
+            col=col,
+            message=message,
+            hint=hint,
+            object=object,
+            source=source,  # type: ignore[arg-type]
+        )
+
     @property
     def family(self) -> str:
         return self.id[:3]
@@ -132,14 +156,4 @@ def make_finding(
     r = get_rule(rule_id)
     if r is None:
         raise KeyError(f"unknown rule {rule_id}")
-    return Finding(
-        rule=r.id,
-        name=r.name,
-        severity=severity or r.severity,  # type: ignore[arg-type]
-        line=line,
-        col=col,
-        message=message,
-        hint=hint,
-        object=object,
-        source=source,  # type: ignore[arg-type]
-    )
+    return r.finding(message, hint, line=line, col=col, object=object, source=source, severity=severity)

@@ -325,18 +325,7 @@ class Context:
         if type(node) is ast.Call and type(func) is ast.Attribute and func.end_lineno != line:
             # a chained call split over lines: point at the line of `.method(`, not the chain's start
             line, col = func.end_lineno, func.end_col_offset - len(func.attr)  # type: ignore[operator]
-        self.findings.append(
-            Finding(
-                rule=r.id,
-                name=r.name,
-                severity=severity or r.severity,  # type: ignore[arg-type]
-                line=line,
-                col=col,
-                message=message,
-                hint=hint,
-                source="static",
-            )
-        )
+        self.findings.append(r.finding(message, hint, line=line, col=col, severity=severity))
 
     # ---- names --------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str | None:
