@@ -47,7 +47,7 @@ def test_end_to_end_helper_list_model(ip):
 
     tm105 = [f for f in report.findings if f.rule == "TM105"]
     assert len(tm105) == 1  # the helper hides the list from the static rule: live finds it
-    assert tm105[0].object == "net.layers" and tm105[0].line == 18 and tm105[0].source == "live"
+    assert tm105[0].object == "net.layers" and tm105[0].line == 11 and tm105[0].source == "live"
 
     tensors = {t.name: t for t in report.tensors}
     assert tensors["batch"].shape == [32, 8] and tensors["batch"].device == "cpu"

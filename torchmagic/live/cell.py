@@ -25,6 +25,14 @@ class CellNames:
     assigned: dict[str, int] = field(default_factory=dict)
     mutated: dict[str, int] = field(default_factory=dict)
     parsed: bool = True
+    # (class name, attribute) -> first line of `self.<attribute> = ...` in a class the cell defines
+    self_attrs: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def attribute_line(self, class_name: str, attr: str, instance: str) -> int | None:
+        """Where a live object's attribute problem is best fixed: the `self.<attr> = ...` line
+        when the cell defines the class, else the line that made the instance."""
+        line = self.self_attrs.get((class_name, attr))
+        return line if line is not None else self.line_of(instance)
 
     def line_of(self, name: str) -> int | None:
         """The line that assigned `name` (a dotted/indexed name's root), else the line that filled it."""
@@ -59,6 +67,8 @@ def cell_names(raw_cell: str) -> CellNames:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.assigned[node.name] = node.lineno
+            if isinstance(node, ast.ClassDef):
+                _self_attributes(node, out)
             continue  # their bodies bind locals
         if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             continue
@@ -79,6 +89,21 @@ def cell_names(raw_cell: str) -> CellNames:
                 out.mutated[f.value.id] = max(out.mutated.get(f.value.id, 0), node.lineno)
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
     return out
+
+
+def _self_attributes(cls: ast.ClassDef, out: CellNames) -> None:
+    for node in ast.walk(cls):
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
+        for t in targets:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                key = (cls.name, t.attr)
+                out.self_attrs[key] = min(out.self_attrs.get(key, node.lineno), node.lineno)
 
 
 def _bind(target: ast.AST, line: int, out: CellNames) -> None:

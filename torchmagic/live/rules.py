@@ -139,7 +139,7 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
                     "`.parameters()`, `.to()`, `state_dict()` and the optimizer.",
                     f"In `{cls.__name__}.__init__`: `self.{attr} = {fix}(...)` "
                     "(`nn.ParameterList`/`nn.ParameterDict` for parameters).",
-                    line=result.cell.line_of(qual),
+                    line=result.cell.attribute_line(cls.__name__, attr, qual),
                     object=name,
                 ),
                 root,
@@ -159,7 +159,7 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
                     "and is missing from `state_dict()`.",
                     f'In `{cls.__name__}`: `self.register_buffer("{attr}", tensor)`, or `nn.Parameter(...)` '
                     "if it should be trained.",
-                    line=result.cell.line_of(qual),
+                    line=result.cell.attribute_line(cls.__name__, attr, qual),
                     object=name,
                 ),
                 root,
