@@ -128,7 +128,7 @@ def test_kernel_live_view_of_a_helper_built_model(kernel) -> None:
     # static analysis cannot see what make_layers returns; the live scan can, and points at
     # the assignment in __init__, where the fix goes
     assert [(f["object"], f["source"], f["line"]) for f in tm105] == [
-        ("net.layers", "live", 19)
+        ("net.layers", "live", 11)  # `self.layers = make_layers(2)`
     ]  # `net = Net()`
     tensors = {t["name"]: (t["shape"], t["device"], t["changed"]) for t in report["tensors"]}
     assert tensors["batch"] == ([5, 8], "cpu", True) and tensors["out"] == ([5, 3], "cpu", True)
