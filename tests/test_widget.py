@@ -101,7 +101,9 @@ def test_rows_capped_with_show_all():
     r = Report(tensors=[tensor(f"t{i}") for i in range(50)])
     view = ReportView(r, max_rows=10)
     assert view._panes[1].value.count("<tr>") == 10 + 1 and "showing 10 of 50" in view._panes[1].value
-    assert view._all.layout.display == ""
+    assert view._all.layout.display == "none"  # Findings tab: nothing hidden there
+    view._tab.selected_index = 1
+    assert view._all.layout.display == "" and view._all.tooltip == "show all 50 rows"
     view._all.value = True
     assert view._panes[1].value.count("<tr>") == 50 + 1
 

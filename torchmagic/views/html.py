@@ -74,7 +74,13 @@ def _table(headers: Sequence[str], rows: Sequence[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _section(title: str, items: Sequence[Any], headers: Sequence[str], row: Callable[[Any], str]) -> str:
+def _section(
+    title: str,
+    items: Sequence[Any],
+    headers: Sequence[str],
+    row: Callable[[Any], str],
+    count: int | None = None,
+) -> str:
     if not items:
         return ""
     shown = items[:MAX_ROWS]
@@ -83,7 +89,7 @@ def _section(title: str, items: Sequence[Any], headers: Sequence[str], row: Call
         if len(items) > len(shown)
         else ""
     )
-    return f"<details><summary>{escape(title)} ({len(items)})</summary>{_table(headers, [row(i) for i in shown])}{more}</details>"
+    return f"<details><summary>{escape(title)} ({len(items) if count is None else count})</summary>{_table(headers, [row(i) for i in shown])}{more}</details>"
 
 
 def _shape(s: Any) -> str:
@@ -133,7 +139,9 @@ def render_sections(report: Report) -> str:
                 _module_row,
             ),
             _section("Shapes", report.shape_trace, ["module", "type", "input → output", "calls"], _shape_row),
-            _section("Syncs", syncs, ["line", "code", "count", "waited", "ops"], _sync_row),
+            _section(
+                "Syncs", syncs, ["line", "code", "count", "waited", "ops"], _sync_row, report.sync_count()
+            ),
         ]
     )
 

@@ -79,12 +79,12 @@ def findings_table(findings: Sequence[Finding], limit: int | None = DEFAULT_ROWS
     rows = []
     for f in findings[: _limit(len(findings), limit)]:
         colour = SEVERITY_COLOURS.get(f.severity, "#555")
-        where = str(f.line) if f.line is not None else ""
-        obj = f" <code>{escape(f.object)}</code>" if f.object else ""
+        # the message names a live object; the line column names it only when there is no line
+        where = escape(str(f.line)) if f.line is not None else f"<code>{escape(f.object or '')}</code>"
         rows.append(
             "<tr>"
-            f"<td>{escape(where)}</td>"
-            f"<td><b style='color:{colour}'>{escape(f.rule)}</b> {escape(f.name)}{obj}</td>"
+            f"<td>{where}</td>"
+            f"<td style='white-space:nowrap'><b style='color:{colour}'>{escape(f.rule)}</b> {escape(f.name)}</td>"
             f"<td>{inline_code(f.message)}</td>"
             f"<td>{inline_code(f.hint)}</td>"
             "</tr>"
@@ -272,18 +272,12 @@ class ReportView:
         tensors_box = w.VBox([w.HBox([self._sort, self._order]), self._panes[1]])
         children = [self._panes[0], tensors_box, *self._panes[2:]]
         self._tab = w.Tab(children=children)
-        total = max(
-            len(self.report.findings),
-            len(self.report.tensors),
-            len(self.report.modules),
-            len(self.report.shape_trace),
-            len(self.report.syncs),
-        )
-        self._all = w.ToggleButton(
-            value=False, description="show all", tooltip=f"show all rows (up to {total})"
-        )
-        self._all.layout.display = "" if total > self.max_rows else "none"
+        r = self.report
+        self._rows = [len(r.findings), len(r.tensors), len(r.modules), len(r.shape_trace), len(r.syncs)]
+        self._all = w.ToggleButton(value=False, description="show all")
         self._all.observe(self._on_all, names="value")
+        self._tab.observe(self._on_tab, names="selected_index")
+        self._on_tab(None)
         self._refresh()
         return w.VBox([self._summary, self._tab, self._all])
 
@@ -302,6 +296,12 @@ class ReportView:
         self._panes[1].value = tensors_table(
             self.report.tensors, self.sort_key, self.descending, self._limit()
         )
+
+    def _on_tab(self, change: Any) -> None:
+        """'show all' only on a tab that has rows hidden."""
+        rows = self._rows[self._tab.selected_index or 0]
+        self._all.layout.display = "" if rows > self.max_rows else "none"
+        self._all.tooltip = f"show all {rows} rows"
 
     def _on_all(self, change: Any) -> None:
         if self.report is None:

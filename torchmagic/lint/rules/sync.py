@@ -135,7 +135,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     info = _every_n_steps(ctx, call)
     ctx.flag(
         call,
-        f"`{label}` inside a loop makes the CPU wait for the GPU on every iteration.",
+        f"`{label}` inside a loop makes the CPU wait for the GPU "
+        + ("each time it runs (here every N steps)." if info else "on every iteration."),
         "Accumulate on the device (`total += loss.detach()`) and read the value once after the"
         " loop, or only every N steps.",
         severity="info" if info else None,
