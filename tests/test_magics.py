@@ -66,6 +66,21 @@ def test_checked_cell_behaves_like_plain_cell(shell, name: str) -> None:
         assert repr(shell.user_ns["_"]) == repr(plain.result)
 
 
+def test_stacked_on_another_cell_magic(shell) -> None:
+    result, cap = run(
+        shell, "%%torchcheck\n%%capture captured\nprint('hidden')\nimport torch\nz = torch.ones(2)\n"
+    )
+    assert result.success and "hidden" not in cap.stdout
+    assert shell.user_ns["captured"].stdout == "hidden\n"
+    report = torchmagic.last_report()
+    assert "z" in {t.name for t in report.tensors}
+
+
+def test_top_level_await(shell) -> None:
+    result, _ = run(shell, "%%torchcheck\nimport asyncio\nawait asyncio.sleep(0)\n'awaited'\n")
+    assert result.result == "awaited"
+
+
 def test_traceback_points_at_editor_line(shell) -> None:
     result, cap = run(shell, "%%torchcheck\nx = 1\ny = 2\nraise ValueError('boom')\n")
     assert isinstance(result.error_in_exec, ValueError)

@@ -115,6 +115,10 @@ def comment_out_magic_line(lines: list[str]) -> list[str]:
         first = lines[i].lstrip()
         rest = first[len(_PREFIX) :]
         if not rest.strip() or rest[0].isspace():
+            if i + 1 < len(lines) and lines[i + 1].lstrip().startswith("%%"):
+                # stacked on another cell magic (`%%time`, `%%capture`): that one must come
+                # first for IPython to run it; pre_run_cell still sees this cell as checked
+                return [*lines[:i], *lines[i + 1 :]]
             return [*lines[:i], "# " + first, *lines[i + 1 :]]
     return lines
 
