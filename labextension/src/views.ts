@@ -171,7 +171,23 @@ export function withCode(text: string): (Node | string)[] {
   if (parts.length < 3) {
     return [String(text)];
   }
-  return parts.map((part, i) => (i % 2 === 1 && i < parts.length - 1 ? h('code', {}, part) : i % 2 === 1 ? '`' + part : part));
+  return parts.map((part, i) => (i % 2 === 1 && i < parts.length - 1 ? codeSpan(part) : i % 2 === 1 ? '`' + part : part));
+}
+
+/**
+ * A <code> span that a narrow panel may wrap after `.`, `(`, `,` and `=` (as <wbr>), so
+ * `torch.save(model.state_dict(), f)` breaks between names, not inside them.
+ */
+export function codeSpan(text: string): HTMLElement {
+  const pieces = text.split(/(?<=[.(,=])/);
+  const children: (Node | string)[] = [];
+  pieces.forEach((piece, i) => {
+    if (i > 0) {
+      children.push(h('wbr'));
+    }
+    children.push(piece);
+  });
+  return h('code', {}, ...children);
 }
 
 /** "cpu 48 B · cuda:0 1.2 MiB" with the number of tensors, above the tensor table. */

@@ -109,4 +109,16 @@ describe('withCode', () => {
     expect(codes).toEqual(['<b>x.to(dev)</b>', 'y']);
     expect(host.textContent).toBe('use <b>x.to(dev)</b> not y, and a stray ` tick');
   });
+
+  it('lets long code wrap between names, not inside them', () => {
+    const host = document.createElement('div');
+    host.append(...withCode('`torch.save(model.state_dict(), f)` pickles'));
+    const code = host.querySelector('code')!;
+    expect(code.textContent).toBe('torch.save(model.state_dict(), f)');
+    const segments = Array.from(code.childNodes)
+      .filter(n => n.nodeType === Node.TEXT_NODE)
+      .map(n => n.textContent);
+    expect(segments).toEqual(['torch.', 'save(', 'model.', 'state_dict(', '),', ' f)']);
+    expect(code.querySelectorAll('wbr').length).toBe(5);
+  });
 });
