@@ -18,8 +18,25 @@ def _backwarded_in_loop(ctx: Context, name: str) -> bool:
     return False
 
 
+# Tensor methods whose result still carries the receiver's autograd graph.
+_KEEPS_GRAPH = frozenset(
+    {"sum", "mean", "float", "double", "half", "clone", "squeeze", "view", "reshape", "abs", "to"}
+)
+
+
 def _is_graph_tensor(ctx: Context, value: ast.AST) -> bool:
-    """A loss-like tensor that still carries its autograd graph (a name, not `.item()`)."""
+    """A loss-like tensor that still carries its autograd graph: a name, or arithmetic and
+    graph-keeping methods on one (`loss * x.size(0)`, `loss.mean()`), never `.item()`."""
+    if isinstance(value, ast.BinOp):
+        return _is_graph_tensor(ctx, value.left) or _is_graph_tensor(ctx, value.right)
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+        return _is_graph_tensor(ctx, value.operand)
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _KEEPS_GRAPH
+    ):
+        return _is_graph_tensor(ctx, value.func.value)
     if not isinstance(value, ast.Name):
         return False
     if _backwarded_in_loop(ctx, value.id):
