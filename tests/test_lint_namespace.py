@@ -102,3 +102,16 @@ def test_live_objects_are_never_touched_beyond_their_type() -> None:
 def test_names_bound_in_the_cell_win_over_the_namespace() -> None:
     code = "net = {'w': 1}\ntorch.save(net, 'f')\n"
     assert rules(code, {"torch": torch, "net": nn.Linear(2, 2)}) == []
+
+
+def test_TM801_live_loader_from_an_earlier_cell_flagged_at_the_for_line() -> None:
+    from torch.utils.data import DataLoader
+
+    code = "for xb, yb in loader:\n    xb, yb = xb.cuda(), yb.cuda()\n"
+    data = [(torch.zeros(2), torch.zeros(1))] * 4
+    unpinned = {"torch": torch, "loader": DataLoader(data, batch_size=2)}
+    pinned = {"torch": torch, "loader": DataLoader(data, batch_size=2, pin_memory=True)}
+    assert (1, "TM801") in rules(code, unpinned)
+    assert (1, "TM801") not in rules(code, pinned)
+    # batches that stay on the CPU need no pinned memory
+    assert (1, "TM801") not in rules("for xb, yb in loader:\n    print(xb.shape)\n", unpinned)

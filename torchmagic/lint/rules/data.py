@@ -30,12 +30,31 @@ def _loader_call(ctx: Context, it: ast.AST) -> ast.Call | None:
     return None
 
 
+def _live_unpinned_loader(ctx: Context, it: ast.AST) -> str | None:
+    """The name of a live DataLoader (built in an earlier cell) the loop iterates over, when it
+    was built without `pin_memory=True`; read from the instance's own `__dict__`, no getattr."""
+    while isinstance(it, ast.Call) and it.args:
+        name = it.func.id if isinstance(it.func, ast.Name) else getattr(it.func, "attr", None)
+        if name not in ("enumerate", "tqdm", "iter"):
+            return None
+        it = it.args[0]
+    if not isinstance(it, ast.Name) or ctx.live_kind(it.id) != LOADER:
+        return None
+    obj = ctx.live_object(it.id)
+    try:
+        pinned = object.__getattribute__(obj, "__dict__").get("pin_memory")
+    except Exception:
+        return None
+    return it.id if pinned is False else None
+
+
 @rule("TM801", "dataloader-pin-memory", "info", loops=True)
 def dataloader_pin_memory(loop: LoopInfo, ctx: Context) -> None:
     """
     ## What it does
     Flags a `DataLoader(...)` without `pin_memory=True` whose batches are moved to CUDA in
-    the loop that iterates over it. Reported at the `DataLoader(...)` call.
+    the loop that iterates over it. Reported at the `DataLoader(...)` call; for a loader built
+    in an earlier cell (live: its `pin_memory` is False), at the `for` line.
 
     ## Why is this bad?
     Copies from pageable memory are synchronous and slower; pinned batches can be copied
@@ -59,7 +78,17 @@ def dataloader_pin_memory(loop: LoopInfo, ctx: Context) -> None:
     if not isinstance(node, (ast.For, ast.AsyncFor)) or ctx.kind(node.iter) not in (LOADER, None):
         return
     loader = _loader_call(ctx, node.iter)
-    if loader is None or has_kwargs_splat(loader):
+    if loader is None:
+        name = _live_unpinned_loader(ctx, node.iter)
+        if name is not None and any(is_cuda_move(ctx, c) for c in loop.calls):
+            ctx.flag(
+                node,
+                f"`{name}` (a DataLoader built without `pin_memory=True`) feeds batches that are"
+                " copied to the GPU from pageable memory.",
+                "Rebuild it with `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
+            )
+        return
+    if has_kwargs_splat(loader):
         return
     pin = keyword(loader, "pin_memory")
     if pin is not None and not (isinstance(pin, ast.Constant) and pin.value is False):
