@@ -83,6 +83,33 @@ def _static_at(static: list[Finding], rule: str, line: int | None) -> bool:
     return line is not None and any(f.rule == rule and f.line == line for f in static)
 
 
+def _attribute_finding(
+    rule_id: str,
+    cls: type,
+    attr: str,
+    hits: list[tuple[str, Any, Any]],
+    result: Any,
+    static: Any,
+    what: str,
+    why: str,
+    hint: str,
+) -> tuple[Any, Any, bool]:
+    """One finding per (class, attribute) for TM105/TM106, naming the first instance, and
+    hidden when the cell defines the class and the static rule already reported it."""
+    show = not (_static_mentions(static, rule_id, attr) and cls.__name__ in result.cell.assigned)
+    qual, root, _ = hits[0]
+    more = f" (and {len(hits) - 1} more `{cls.__name__}` instances)" if len(hits) > 1 else ""
+    name = f"{qual}.{attr}"
+    f = finding(
+        rule_id,
+        f"`{name}` {what}{more}: {why}",
+        hint,
+        line=result.cell.attribute_line(cls.__name__, attr, qual),
+        object=name,
+    )
+    return f, root, show
+
+
 def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Finding, Any, bool]]:
     """TM105, TM106 per (class, attribute), TM205 per outermost root module."""
     out: list[tuple[Finding, Any, bool]] = []
@@ -124,46 +151,36 @@ def module_findings(result: ScanResult, static: list[Finding]) -> list[tuple[Fin
             if _unregistered(v, ids, tree.tensor_ids):
                 containers.setdefault((cls, attr), []).append((qual, tree.root, v))
     for (cls, attr), hits in containers.items():
-        # the class is defined in this cell and the static rule already said it
-        show = not (_static_mentions(static, "TM105", attr) and cls.__name__ in result.cell.assigned)
-        qual, root, v = hits[0]
+        v = hits[0][2]
         kind = "dict" if type(v) is dict else type(v).__name__
         fix = "nn.ModuleDict" if kind == "dict" else "nn.ModuleList"
-        more = f" (and {len(hits) - 1} more `{cls.__name__}` instances)" if len(hits) > 1 else ""
-        name = f"{qual}.{attr}"
         out.append(
-            (
-                finding(
-                    "TM105",
-                    f"`{name}` is a plain {kind} of modules/parameters{more}: they are invisible to "
-                    "`.parameters()`, `.to()`, `state_dict()` and the optimizer.",
-                    f"In `{cls.__name__}.__init__`: `self.{attr} = {fix}(...)` "
-                    "(`nn.ParameterList`/`nn.ParameterDict` for parameters).",
-                    line=result.cell.attribute_line(cls.__name__, attr, qual),
-                    object=name,
-                ),
-                root,
-                show,
+            _attribute_finding(
+                "TM105",
+                cls,
+                attr,
+                hits,
+                result,
+                static,
+                f"is a plain {kind} of modules/parameters",
+                "they are invisible to `.parameters()`, `.to()`, `state_dict()` and the optimizer.",
+                f"In `{cls.__name__}.__init__`: `self.{attr} = {fix}(...)` "
+                "(`nn.ParameterList`/`nn.ParameterDict` for parameters).",
             )
         )
     for (cls, attr), hits in plain.items():
-        show = not (_static_mentions(static, "TM106", attr) and cls.__name__ in result.cell.assigned)
-        qual, root, _ = hits[0]
-        more = f" (and {len(hits) - 1} more `{cls.__name__}` instances)" if len(hits) > 1 else ""
-        name = f"{qual}.{attr}"
         out.append(
-            (
-                finding(
-                    "TM106",
-                    f"`{name}` is a plain tensor attribute{more}: it will not follow `.to(device)` "
-                    "and is missing from `state_dict()`.",
-                    f'In `{cls.__name__}`: `self.register_buffer("{attr}", tensor)`, or `nn.Parameter(...)` '
-                    "if it should be trained.",
-                    line=result.cell.attribute_line(cls.__name__, attr, qual),
-                    object=name,
-                ),
-                root,
-                show,
+            _attribute_finding(
+                "TM106",
+                cls,
+                attr,
+                hits,
+                result,
+                static,
+                "is a plain tensor attribute",
+                "it will not follow `.to(device)` and is missing from `state_dict()`.",
+                f'In `{cls.__name__}`: `self.register_buffer("{attr}", tensor)`, or `nn.Parameter(...)` '
+                "if it should be trained.",
             )
         )
     return out
