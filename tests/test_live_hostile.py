@@ -14,9 +14,19 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchmagic.live.rules import live_findings
 from torchmagic.live.scan import LiveScan, scan_namespace
-from torchmagic.runtime import CellRun
+from torchmagic.run import CellRun
+
+
+def analyze(scan: LiveScan, ns: dict, raw_cell: str = ""):
+    """What the pipeline does after a cell: scan records and live findings, objects released."""
+    run = CellRun(ns, raw_cell)
+    try:
+        findings = scan.analyze(run, [])
+    finally:
+        run.release()
+    return run.report, findings
+
 
 TOUCHED: list[str] = []
 
@@ -196,11 +206,10 @@ def test_scan_survives_hostile_objects_without_touching_them():
     CountingSubclass.calls.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the scan must not emit warnings either
-        first, ids = scan_namespace(ns, raw_cell="x = 1\n")
-        live_findings(first, [])
+        scan = LiveScan()
+        first, _ = analyze(scan, ns, "x = 1\n")
         # the next cell's scan takes the cached path for the same objects
-        result, _ = scan_namespace(ns, previous=ids, cache=first.cache)
-        live_findings(result, [])
+        result, _ = analyze(scan, ns)
     assert [r.to_dict() for r in result.tensors] == [{**r.to_dict(), "changed": False} for r in first.tensors]
     assert TOUCHED == []
     assert CountingSubclass.calls == []
@@ -271,8 +280,7 @@ def test_scan_reads_no_values():
         "v": torch.randn(4, 4).t(),
     }
     with OpCounter() as counter, CallCounter() as calls:
-        result, _ = scan_namespace(ns, raw_cell="a = 1\n")
-        live_findings(result, [])
+        analyze(LiveScan(), ns, "a = 1\n")
     assert counter.ops == []
     assert not [c for c in calls.calls if any(b in c for b in BANNED)], calls.calls
 
@@ -280,8 +288,7 @@ def test_scan_reads_no_values():
 def test_scan_reads_no_values_from_unusual_tensors():
     ns = hostile_namespace()
     with OpCounter() as counter, CallCounter() as calls:
-        result, _ = scan_namespace(ns)
-        live_findings(result, [])
+        analyze(LiveScan(), ns)
     assert not [op for op in counter.ops if any(b in op for b in BANNED)], counter.ops
     assert not [c for c in calls.calls if any(b in c for b in BANNED)], calls.calls
 
@@ -316,21 +323,12 @@ def test_scan_keeps_no_reference(shell):
 
 
 def test_analyzer_keeps_no_reference_directly():
-    class Shell:  # only user_ns is read by the analyzer
-        def __init__(self, ns):
-            self.user_ns = ns
-
-    class Config:
-        scan = True
-
     t = torch.randn(3)
     m = nn.Linear(2, 2)
     m.extra = torch.ones(1)  # TM106: remembered weakly
     ns = {"t": t, "m": m, "xs": [t, t * 2]}
-    scan = LiveScan()
-    run = CellRun(shell=Shell(ns), config=Config(), raw_cell="t = 1\n")
-    scan.analyze(run)
-    assert any(f.rule == "TM106" for f in run.report.findings)
+    _, findings = analyze(LiveScan(), ns, "t = 1\n")
+    assert any(f.rule == "TM106" for f in findings)
     refs = [weakref.ref(t), weakref.ref(m)]
     del t, m
     ns.clear()
@@ -350,11 +348,11 @@ def test_scan_never_synchronises_cuda():
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        result, ids = scan_namespace(ns, raw_cell="a = 1\n")
-        findings = live_findings(result, [])
-        scan_namespace(ns, previous=ids, cache=result.cache)
+        scan = LiveScan()
+        result, findings = analyze(scan, ns, "a = 1\n")
+        analyze(scan, ns)
     finally:
         torch.cuda.set_sync_debug_mode(0)
     recs = {r.name: r for r in result.tensors}
     assert recs["a"].device.startswith("cuda") and recs["a"].storage_key.startswith("cuda")
-    assert any(f.rule == "TM205" and f.severity == "info" for f, _, _ in findings)
+    assert any(f.rule == "TM205" and f.severity == "info" for f in findings)

@@ -7,8 +7,11 @@ import torch
 from torch import nn
 
 from torchmagic.live.cell import cell_names
-from torchmagic.live.scan import module_names, scan_namespace
+from torchmagic.live.namespace import NamespaceSnapshot
+from torchmagic.live.scan import scan_namespace
 from torchmagic.report import Report
+from torchmagic.run import CellRun
+from torchmagic.runtime.memory import CudaMemoryProbe
 
 
 def _records(ns, raw_cell="", previous=None):
@@ -91,9 +94,9 @@ def test_module_names_prefer_the_outermost_root_and_name_plain_list_members():
     enc = nn.Sequential(nn.Linear(2, 2))
     net = nn.Sequential(enc, nn.ReLU())
     net.extra = [nn.Linear(2, 2)]
-    names = module_names({"enc": enc, "net": net})
-    assert names[id(enc[0])] == "net.0.0"
-    assert names[id(net.extra[0])] == "net.extra[0]"
+    names = NamespaceSnapshot({"enc": enc, "net": net}).module_names()
+    assert names[id(enc[0])] == ("net.0.0", "net")
+    assert names[id(net.extra[0])] == ("net.extra[0]", "net")
 
 
 def test_cell_names_lines():
@@ -118,16 +121,12 @@ def test_cell_names_lines():
 
 
 def test_cuda_memory_probe_never_initialises_cuda():
-    from types import SimpleNamespace
-
-    from torchmagic.live.memory import CudaMemoryProbe
-    from torchmagic.runtime import CellRun
-
     probe = CudaMemoryProbe()
-    run = CellRun(shell=None, config=SimpleNamespace(), raw_cell="")
+    run = CellRun({}, "")
     was_initialised = torch.cuda.is_initialized()
     probe.start(run)
     probe.stop(run)
+    probe.collect(run)
     assert torch.cuda.is_initialized() == was_initialised
     if not was_initialised:
         assert run.report.memory.allocated_after is None
@@ -135,17 +134,13 @@ def test_cuda_memory_probe_never_initialises_cuda():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_memory_probe_reports_the_cells_allocation():
-    from types import SimpleNamespace
-
-    from torchmagic.live.memory import CudaMemoryProbe
-    from torchmagic.runtime import CellRun
-
     torch.zeros(1, device="cuda")  # initialise
     probe = CudaMemoryProbe()
-    run = CellRun(shell=None, config=SimpleNamespace(), raw_cell="")
+    run = CellRun({}, "")
     probe.start(run)
     big = torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")
     probe.stop(run)
+    probe.collect(run)
     mem = run.report.memory
     assert mem.device.startswith("cuda") and mem.allocated_after - mem.allocated_before >= 64 * 2**20
     del big

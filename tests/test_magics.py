@@ -224,17 +224,17 @@ def test_loading_twice_is_harmless(shell) -> None:
 
 
 def test_internal_error_is_one_warning_line_and_cell_result_kept(shell, monkeypatch) -> None:
-    import torchmagic.extension as ext
+    import torchmagic.pipeline as pipeline
 
     def broken(*args, **kwargs):
         raise RuntimeError("simulated lint failure")
 
-    monkeypatch.setattr(ext, "lint", broken)
+    monkeypatch.setattr(pipeline, "lint", broken)
     result, cap = run(shell, "%%torchcheck\n40 + 2\n")
     assert result.result == 42 and result.success
     assert "simulated lint failure" in " ".join(torchmagic.last_report().errors)
 
-    monkeypatch.setattr(ext.TorchMagic, "_finish", broken)
+    monkeypatch.setattr(pipeline.CellCheck, "_finish", broken)
     result, cap = run(shell, "%%torchcheck\n40 + 2\n")
     assert result.result == 42 and result.success
     warnings = [ln for ln in cap.stderr.splitlines() if ln.startswith("torchmagic:")]

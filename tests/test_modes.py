@@ -1,17 +1,16 @@
-"""ModeChecks in a real shell: TM505 (train mode under no_grad), TM506 (backward through eval
-mode), TM901 (cudnn.benchmark with many conv shapes)."""
+"""Mode records and their rules in a real shell: TM505 (train mode under no_grad), TM506
+(backward through eval mode), TM901 (cudnn.benchmark with many conv shapes)."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import pytest
 import torch
 from torch.nn.modules import module as module_mod
 
 import torchmagic
-from torchmagic.runtime import CellRun
-from torchmagic.runtime.modes import ModeChecks
+from torchmagic.pipeline import CellCheck
+from torchmagic.run import CheckOptions
+from torchmagic.runtime.modes import ModeRecorder
 
 MODEL = (
     "import torch\nfrom torch import nn\n"
@@ -123,20 +122,25 @@ def test_mode_hooks_removed_after_cell(ip):
     ip.run_cell("loss.backward()\n")
 
 
-def _run_tm901(ip, body, limit=8, benchmark=True):
-    checks = ModeChecks(cudnn_devices=("cpu",))  # cuDNN's place taken by the CPU for the test
-    run = CellRun(shell=ip, config=SimpleNamespace(cudnn_shape_limit=limit), raw_cell=body)
+def _run_tm901(ip, body, limit=8, benchmark=True, devices=("cpu",)):
+    """The mode recorder alone around `body`; by default the CPU takes cuDNN's place."""
+    check = CellCheck(collectors=[ModeRecorder(cudnn_devices=devices)])
     old = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = benchmark
     try:
-        checks.start(run)
+        check.begin(
+            ip.user_ns,
+            body,
+            options=CheckOptions(cudnn_shape_limit=limit, scan=False),
+            known_files=lambda: ip.compile._filename_map,
+        )
         try:
             ip.run_cell(body)
         finally:
-            checks.stop(run)
+            report = check.end()
     finally:
         torch.backends.cudnn.benchmark = old
-    return [f for f in run.report.findings if f.rule == "TM901"]
+    return [f for f in report.findings if f.rule == "TM901"]
 
 
 CONV = "conv = nn.Sequential(nn.Conv2d(1, 2, 3))\n"
@@ -159,31 +163,18 @@ def test_TM901_ignores_without_benchmark(ip):
 
 
 def test_TM901_ignores_non_cudnn_devices_by_default(ip):
-    checks = ModeChecks()
-    run = CellRun(shell=ip, config=SimpleNamespace(cudnn_shape_limit=2), raw_cell="")
-    old = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = True
-    try:
-        checks.start(run)
-        ip.run_cell(CONV + "for n in range(5):\n    conv(torch.randn(1, 1, 8 + n, 8))\n")
-        checks.stop(run)
-    finally:
-        torch.backends.cudnn.benchmark = old
-    assert [f for f in run.report.findings if f.rule == "TM901"] == []
+    body = CONV + "for n in range(5):\n    conv(torch.randn(1, 1, 8 + n, 8))\n"
+    assert _run_tm901(ip, body, limit=2, devices=("cuda",)) == []
+
+
+def test_TM901_limit_zero_is_a_real_limit(ip):
+    body = CONV + "conv(torch.randn(1, 1, 8, 8))\n"
+    (f,) = _run_tm901(ip, body, limit=0)
+    assert "1 distinct" in f.message and "limit 0" in f.message
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_TM901_on_cuda_with_default_devices(ip):
-    checks = ModeChecks()
     body = "conv = nn.Conv2d(1, 2, 3).cuda()\nfor n in range(10):\n    conv(torch.randn(1, 1, 8 + n, 8, device='cuda'))\n"
-    run = CellRun(shell=ip, config=SimpleNamespace(cudnn_shape_limit=8), raw_cell=body)
-    old = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = True
-    try:
-        checks.start(run)
-        ip.run_cell(body)
-        checks.stop(run)
-    finally:
-        torch.backends.cudnn.benchmark = old
-    (f,) = [f for f in run.report.findings if f.rule == "TM901"]
+    (f,) = _run_tm901(ip, body, devices=("cuda",))
     assert f.object == "conv" and "10 distinct" in f.message

@@ -48,6 +48,8 @@ def test_to_dict_has_the_contract_keys_and_is_json() -> None:
         "hint": "h",
         "object": None,
         "source": "static",
+        "evidence": ["static"],
+        "notes": [],
     }
     assert d["syncs"][0]["ops"] == {"Tensor.item": 50}
     assert d["tensors"][0]["shape"] == [2, 3] and d["tensors"][0]["changed"] is True

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from torchmagic import check_source
-from torchmagic.lint import all_rules
+from torchmagic import catalog, check_source
+from torchmagic.lint.registry import static_checks
+from torchmagic.live.registry import live_checks
+from torchmagic.runtime.registry import runtime_rules
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rules"
 _EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9,\s]+)$")
@@ -42,51 +44,42 @@ def test_fixture(path: Path) -> None:
         assert want, "a _flag fixture must expect at least one finding"
 
 
-def test_every_static_rule_has_flag_and_ok_fixtures() -> None:
+def test_every_static_check_has_flag_and_ok_fixtures() -> None:
     stems = {p.stem for p in fixture_files()}
     missing = []
-    for r in all_rules():
-        if not r.is_static:
-            continue
+    for c in static_checks():
         for kind in ("flag", "ok"):
-            if not any(s == f"{r.id}_{kind}" or s.startswith(f"{r.id}_{kind}_") for s in stems):
-                missing.append(f"{r.id}_{kind}")
+            if not any(s == f"{c.id}_{kind}" or s.startswith(f"{c.id}_{kind}_") for s in stems):
+                missing.append(f"{c.id}_{kind}")
     assert not missing, f"rules without fixtures: {missing}"
 
 
-CATALOG = {
-    **{f"TM10{i}": "static" for i in range(1, 8)},
-    **{f"TM20{i}": "static" for i in range(1, 5)},
-    "TM205": "live",
-    "TM301": "static",
-    "TM302": "static",
-    "TM303": "runtime",
-    **{f"TM40{i}": "static" for i in range(1, 7)},
-    **{f"TM50{i}": "static" for i in range(1, 5)},
-    "TM505": "runtime",
-    "TM506": "runtime",
-    "TM601": "static",
-    "TM602": "static",
-    **{f"TM70{i}": "static" for i in range(1, 4)},
-    "TM801": "static",
-    "TM901": "runtime",
-    **{f"TM90{i}": "static" for i in range(2, 5)},
-}
-
-
-def test_every_catalog_rule_is_registered() -> None:
-    rules = {r.id: r for r in all_rules()}
-    assert set(CATALOG) <= set(rules)
-    for rid, evidence in CATALOG.items():
-        # rules with static evidence run in the walk; live/runtime-only ones are documented only
-        assert rules[rid].is_static == (evidence == "static"), rid
+def test_every_catalog_rule_has_a_unit_for_each_kind_of_its_evidence() -> None:
+    units = {
+        "static": {c.id for c in static_checks()},
+        "live": {c.rule.id for c in live_checks()},
+        "runtime": {r.rule.id for r in runtime_rules()},
+    }
+    for r in catalog.all_rules():
+        for evidence in r.evidence:
+            if r.id == "TM000":
+                continue  # the engine itself reports sources that do not parse
+            assert r.id in units[evidence], f"{r.id} declares {evidence} evidence but has no {evidence} unit"
+    for evidence, ids in units.items():
+        for rid in ids:
+            assert evidence in catalog.RULES[rid].evidence, (
+                f"{rid} has a {evidence} unit the catalog does not list"
+            )
 
 
 def test_every_rule_is_documented_like_ruff() -> None:
-    for r in all_rules():
+    for r in catalog.all_rules():
         for section in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
             assert section in r.doc, (r.id, section)
+        assert r.what and r.why and r.example and r.fix, r.id
         assert r.severity in ("error", "warning", "info"), r.id
+        compile(r.example, f"{r.id} example", "exec", dont_inherit=True) if r.id != "TM000" else None
+        compile(r.fix, f"{r.id} fix", "exec", dont_inherit=True)
 
 
 def test_fixture_messages_name_code_and_give_a_fix() -> None:

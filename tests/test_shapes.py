@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 from torch import nn
 from torch.nn.modules import module as module_mod
 
 import torchmagic
-from torchmagic.runtime import CellRun
+from torchmagic.run import CellRun
 from torchmagic.runtime.shapes import ShapeTracer, tensor_shapes
 
 
@@ -82,13 +80,9 @@ def test_tensor_shapes_helper():
 
 
 def test_tracer_standalone_counts_every_call():
-    class Shell:
-        user_ns: dict = {}
-
     model = nn.Sequential(*[nn.Identity() for _ in range(200)])
-    Shell.user_ns = {"model": model}
     x = torch.ones(1)
-    run = CellRun(shell=Shell(), config=SimpleNamespace(trace_shapes=True), raw_cell="")
+    run = CellRun({"model": model}, "")
 
     tracer = ShapeTracer()
     tracer.start(run)
@@ -98,17 +92,18 @@ def test_tracer_standalone_counts_every_call():
     finally:
         tracer.stop(run)
     assert _hooks_installed() == 0
+    tracer.collect(run)
     assert len(run.report.shape_trace) == 201 and run.report.shape_trace[1].module == "model.0"
     assert run.report.shape_trace[0].calls == 1 + 3 * 20
 
 
-def test_hooks_removed_by_next_post_run_cell_when_stop_never_comes(ip):
-    tracer = ShapeTracer()
-    run = CellRun(shell=ip, config=SimpleNamespace(trace_shapes=True), raw_cell="")
-    tracer.start(run)  # and the caller fails before `stop`
-    assert _hooks_installed() == 2
-    ip.run_cell("z = 1\n")
+def test_hooks_removed_when_the_extension_is_unloaded_inside_a_checked_cell(ip):
+    ip.run_cell(
+        "%%torchcheck\nseen = len(torch.nn.modules.module._global_forward_hooks)\n%unload_ext torchmagic\n"
+    )
+    assert ip.user_ns["seen"] == 1
     assert _hooks_installed() == 0
+    ip.run_cell("%load_ext torchmagic")
 
 
 def test_compiled_module_no_graph_break_no_warning(ip):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,9 +18,10 @@ import torch.cuda._gpu_trace as gpu_trace
 from IPython.utils.capture import capture_output
 
 import torchmagic
-from torchmagic.runtime import CellRun
+from torchmagic.pipeline import CellCheck
+from torchmagic.run import CellRun, CheckOptions
 from torchmagic.runtime import sync as sync_mod
-from torchmagic.runtime.sync import CudaSyncBackend, SyncProbe, _Ledger, _SyncMode, sync_device
+from torchmagic.runtime.sync import CudaSyncBackend, SyncLedger, SyncProbe, _SyncMode, sync_device
 
 SYNC_CALLBACKS = (
     gpu_trace.DeviceSynchronizationCallbacks,
@@ -327,17 +327,22 @@ class FakeDevice:
 
 def cuda_run(shell, body: str, device: FakeDevice, **config):
     """Run `body` as a cell under a SyncProbe whose CUDA backend is on, without a GPU."""
-    cfg = SimpleNamespace(sync_devices=["cuda"], sync_threshold_s=0.005, sync_fraction=0.1, **config)
-    probe = SyncProbe(cfg, cuda_drain=device.drain, cuda_available=lambda: True, activate_trace=lambda: None)
-    run = CellRun(shell, cfg, body, execution_count=shell.execution_count)
-    probe.start(run)
+    opts = CheckOptions(sync_devices=("cuda",), scan=False, trace_shapes=False, **config)
+    probe = SyncProbe(cuda_drain=device.drain, cuda_available=lambda: True, activate_trace=lambda: None)
+    check = CellCheck(collectors=[probe])
+    check.begin(
+        shell.user_ns,
+        body,
+        options=opts,
+        execution_count=shell.execution_count,
+        known_files=lambda: shell.compile._filename_map,
+    )
     try:
         with capture_output():
             result = shell.run_cell(body, store_history=True)
     finally:
-        run.report.elapsed_s = time.perf_counter() - run.started
-        probe.stop(run)
-    return result, run.report
+        report = check.end()
+    return result, report
 
 
 CUDA_CELL = """\
@@ -406,8 +411,12 @@ def test_cuda_backend_charges_drain_to_the_op_the_mode_is_inside(shell, monkeypa
     monkeypatch.setattr(sync_mod, "_ALWAYS_SET", sync_mod._ALWAYS_SET | {fake_item})
     monkeypatch.setitem(sync_mod.OP_NAMES, fake_item, "Tensor.item")
     shell.user_ns["fake_item"] = fake_item
-    run = CellRun(shell, SimpleNamespace(), "x = torch.ones(1)\nfor _ in range(3):\n    fake_item(x)\n")
-    ledger = _Ledger(run)
+    run = CellRun(
+        shell.user_ns,
+        "x = torch.ones(1)\nfor _ in range(3):\n    fake_item(x)\n",
+        known_files=lambda: shell.compile._filename_map,
+    )
+    ledger = SyncLedger(run.locator)
     device = FakeDevice(0.001)
     backend = CudaSyncBackend(ledger, device.drain, activate=lambda: None)
     # "cpu" plays the traced device here: its syncs are timed by the trace, not by the mode.
@@ -426,8 +435,10 @@ def test_cuda_backend_charges_drain_to_the_op_the_mode_is_inside(shell, monkeypa
 
 
 def test_probe_stop_without_start_is_harmless(shell) -> None:
-    run = CellRun(shell, SimpleNamespace(sync_devices=["cpu"]), "")
-    SyncProbe().stop(run)
+    run = CellRun(shell.user_ns, "", CheckOptions(sync_devices=("cpu",)))
+    probe = SyncProbe()
+    probe.stop(run)
+    probe.collect(run)
     assert run.report.syncs == []
 
 

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import catalog
+from .lint.context import Carry
 from .lint.engine import lint
-from .lint.registry import all_rules, get_rule
-from .lint.scope import Carry
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 SKIP_DIRS = frozenset(
@@ -86,7 +86,7 @@ def _split(spec: str) -> list[str]:
 
 def _check(args: argparse.Namespace) -> int:
     select, ignore = _split(args.select), _split(args.ignore)
-    known = {r.id for r in all_rules()}
+    known = set(catalog.RULES)
     for spec in (*select, *ignore):
         if not spec.startswith("TM") or not any(k.startswith(spec) for k in known):
             print(f"torchmagic: error: unknown rule or prefix {spec!r}", file=sys.stderr)
@@ -234,51 +234,24 @@ def read_units(path: str) -> Iterator[Unit]:
 
 
 def _explain(rule_id: str) -> int:
-    r = get_rule(rule_id)
+    r = catalog.get(rule_id)
     if r is None:
         print(f"torchmagic: error: unknown rule {rule_id!r} (see `torchmagic rules`)", file=sys.stderr)
         return EXIT_USAGE
-    print(f"{r.id} ({r.name}) — {r.severity}, evidence: {r.evidence}\n")
+    print(f"{r.id} ({r.name}) — {r.severity}, evidence: {' + '.join(r.evidence)}\n")
     print(r.doc)
     return EXIT_CLEAN
 
 
 def _rules(fmt: str) -> int:
-    rules = all_rules()
+    rules = catalog.all_rules()
     if fmt == "json":
-        rows = [
-            {
-                "id": r.id,
-                "name": r.name,
-                "severity": r.severity,
-                "evidence": r.evidence,
-                "summary": _summary(r.doc),
-            }
-            for r in rules
-        ]
-        print(json.dumps(rows, indent=2))
+        print(json.dumps([{**r.to_dict(), "summary": r.summary} for r in rules], indent=2))
         return EXIT_CLEAN
     width = max(len(r.name) for r in rules)
     for r in rules:
-        print(f"{r.id}  {r.name:<{width}}  {r.severity:<7}  {r.evidence:<16}  {_summary(r.doc)}")
+        print(f"{r.id}  {r.name:<{width}}  {r.severity:<7}  {' + '.join(r.evidence):<16}  {r.summary}")
     return EXIT_CLEAN
-
-
-def _summary(doc: str) -> str:
-    """The first sentence of the rule's "What it does" section."""
-    lines = doc.splitlines()
-    try:
-        start = lines.index("## What it does") + 1
-    except ValueError:
-        start = 0
-    text = []
-    for line in lines[start:]:
-        if line.startswith("##"):
-            break
-        if line.strip():
-            text.append(line.strip())
-    para = " ".join(text)
-    return para.split(". ")[0].rstrip(".") + "." if para else ""
 
 
 if __name__ == "__main__":

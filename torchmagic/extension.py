@@ -4,32 +4,31 @@ How a checked cell runs unchanged: an input transformer turns a leading `%%torch
 line into a comment *before* IPython looks for cell magics, so the body runs natively —
 `Out`, `_`/`_N`, displays and tracebacks are IPython's own, and the code's line numbers are
 the editor's (the magic line stays line 1). `pre_run_cell` still sees the raw cell, so it
-knows the cell is to be checked and starts the runtime collectors; `post_run_cell` stops
-them (it fires after errors and interrupts too), lints the source, scans the namespace and
-shows the report. A torchmagic failure anywhere becomes one warning line on stderr.
+knows the cell is to be checked and begins a `CellCheck`; `post_run_cell` (which fires after
+errors and interrupts too) ends it and shows the report. A torchmagic failure anywhere
+becomes one warning line on stderr.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
-import shlex
 import sys
-import time
 from typing import Any
 
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Float, Int, List, Unicode
 from traitlets.config import Configurable
 
-from .lint.engine import lint
-from .lint.registry import selected
-from .lint.source import prepare
-from .report import Finding, Report
-from .runtime import CellRun, make_analyzers, make_collectors
+from .pipeline import CellCheck
+from .report import Report
+from .run import DISPLAYS, CheckOptions
 
 MAGIC = "torchcheck"
 _PREFIX = f"%%{MAGIC}"
+# Line magics that manage the extension itself: a cell of only these has nothing to check.
+_CONTROL_MAGICS = ("%load_ext", "%reload_ext", "%unload_ext", f"%{MAGIC}", "%config TorchCheck")
 
 
 class TorchCheck(Configurable):
@@ -41,7 +40,7 @@ class TorchCheck(Configurable):
     ignore = List(Unicode(), default_value=[], help="Rule IDs or prefixes never reported.").tag(config=True)
     auto = Bool(False, help="Check every cell, as `%torchcheck on` does.").tag(config=True)
     display = Enum(
-        ["auto", "widget", "html", "text", "none"],
+        list(DISPLAYS),
         default_value="auto",
         help="How a report is shown after the cell; 'auto' is a widget in Jupyter, text in a terminal.",
     ).tag(config=True)
@@ -57,53 +56,27 @@ class TorchCheck(Configurable):
         config=True
     )
     cudnn_shape_limit = Int(
-        8, help="TM901: distinct convolution input shapes tolerated with cudnn.benchmark."
+        8, min=0, help="TM901: distinct convolution input shapes tolerated with cudnn.benchmark."
     ).tag(config=True)
-    max_rows = Int(30, help="Rows shown per table before 'show all'.").tag(config=True)
+    max_rows = Int(30, min=1, help="Rows shown per table before 'show all'.").tag(config=True)
+
+    def options(self) -> CheckOptions:
+        return CheckOptions(
+            select=tuple(self.select),
+            ignore=tuple(self.ignore),
+            display=self.display,
+            scan=self.scan,
+            trace_shapes=self.trace_shapes,
+            sync_devices=tuple(self.sync_devices),
+            sync_threshold_s=self.sync_threshold_s,
+            sync_fraction=self.sync_fraction,
+            cudnn_shape_limit=self.cudnn_shape_limit,
+            max_rows=self.max_rows,
+        )
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="%%torchcheck", add_help=False, exit_on_error=False)
-    p.add_argument("-d", "--display", choices=["auto", "widget", "html", "text", "none"])
-    p.add_argument("--select", default=None, help="comma-separated rule IDs or prefixes")
-    p.add_argument("--ignore", default=None, help="comma-separated rule IDs or prefixes")
-    p.add_argument("--no-scan", action="store_true")
-    p.add_argument("--no-trace", action="store_true")
-    return p
-
-
-class CellOptions:
-    """Per-cell overrides from the `%%torchcheck` line, falling back to the TorchCheck config."""
-
-    def __init__(self, config: TorchCheck, line: str) -> None:
-        self._config = config
-        self.display: str = config.display
-        self.select: list[str] = list(config.select)
-        self.ignore: list[str] = list(config.ignore)
-        self.scan = config.scan
-        self.trace_shapes = config.trace_shapes
-        self.problem: str | None = None
-        if not line.strip():
-            return
-        try:
-            ns, unknown = _parser().parse_known_args(shlex.split(line))
-        except (argparse.ArgumentError, ValueError, SystemExit) as e:
-            self.problem = f"ignored options {line.strip()!r}: {e}"
-            return
-        if unknown:
-            self.problem = f"unknown options ignored: {' '.join(unknown)}"
-        if ns.display:
-            self.display = ns.display
-        if ns.select:
-            self.select = [s for s in ns.select.split(",") if s.strip()]
-        if ns.ignore:
-            self.ignore = [*self.ignore, *[s for s in ns.ignore.split(",") if s.strip()]]
-        self.scan = self.scan and not ns.no_scan
-        self.trace_shapes = self.trace_shapes and not ns.no_trace
-
-    def __getattr__(self, name: str) -> Any:
-        # Anything not overridden per cell (sync_devices, thresholds, ...) comes from config.
-        return getattr(self._config, name)
+def _split(spec: str | None) -> tuple[str, ...]:
+    return tuple(s.strip() for s in (spec or "").split(",") if s.strip())
 
 
 def comment_out_magic_line(lines: list[str]) -> list[str]:
@@ -123,23 +96,24 @@ def comment_out_magic_line(lines: list[str]) -> list[str]:
     return lines
 
 
-def _magic_line(raw_cell: str) -> str | None:
-    """The options of a `%%torchcheck` first line, or None when the cell has none."""
-    first = raw_cell.lstrip("\n").split("\n", 1)[0].strip()
-    if first.startswith(_PREFIX) and (len(first) == len(_PREFIX) or first[len(_PREFIX)].isspace()):
-        return first[len(_PREFIX) :]
+def magic_line(raw_cell: str) -> str | None:
+    """The options of a `%%torchcheck` first line (blank lines before it are skipped), or
+    None when the cell has none."""
+    for line in raw_cell.splitlines():
+        first = line.strip()
+        if not first:
+            continue
+        if first.startswith(_PREFIX) and (len(first) == len(_PREFIX) or first[len(_PREFIX)].isspace()):
+            return first[len(_PREFIX) :]
+        return None
     return None
 
 
-def _is_control_cell(raw_cell: str) -> bool:
-    """Cells that only run `%torchcheck ...` or `%load_ext`: nothing of the user's to report."""
+def is_control_cell(raw_cell: str) -> bool:
+    """Cells that only load, configure or switch torchmagic: nothing of the user's to report."""
     lines = [ln.strip() for ln in raw_cell.strip().splitlines() if ln.strip()]
     return bool(lines) and all(
-        ln.startswith(f"%{MAGIC} ")
-        or ln == f"%{MAGIC}"
-        or "load_ext" in ln
-        or "unload_ext" in ln
-        or ln.startswith("%config TorchCheck")
+        any(ln == m or ln.startswith(m + " ") or ln.startswith(m + ".") for m in _CONTROL_MAGICS)
         for ln in lines
     )
 
@@ -154,18 +128,60 @@ class TorchCheckMagics(Magics):
         super().__init__(shell)
         self.ext = ext
 
+    @magic_arguments()
+    @argument(
+        "command",
+        nargs="?",
+        choices=["on", "off", "status"],
+        help="line magic only: check every cell from now on (on), stop (off), show the state (status)",
+    )
+    @argument("-d", "--display", choices=list(DISPLAYS), help="how to show this cell's report")
+    @argument("--select", metavar="IDS", help="only these rule IDs or prefixes, comma-separated (TM3,TM101)")
+    @argument("--ignore", metavar="IDS", help="also skip these rule IDs or prefixes, comma-separated")
+    @argument("--no-scan", action="store_true", help="do not scan the namespace after the cell")
+    @argument("--no-trace", action="store_true", help="do not record per-layer shapes")
     @line_cell_magic
     def torchcheck(self, line: str, cell: str | None = None) -> Any:
         """Check a cell for PyTorch anti-patterns, live tensors, shapes and GPU stalls.
 
-        %%torchcheck [-d widget|html|text|none] [--select TM3,TM101] [--ignore TM402] [--no-scan] [--no-trace]
-            runs the cell unchanged, then shows its report.
-        %torchcheck on|off|status
-            checks every cell automatically (on), stops doing so (off), shows the state.
+        As a cell magic, runs the cell unchanged, then shows its report. As a line magic,
+        `%torchcheck on` checks every cell automatically, `off` stops, `status` shows the state.
         """
         if cell is None:
             return self.ext.line_command(line)
         return self.ext.run_body(line, cell)
+
+
+def cell_options(config: TorchCheck, line: str) -> tuple[CheckOptions, list[str]]:
+    """The options of one checked cell: config, overridden by the `%%torchcheck` line.
+    Problems with the line become report errors; the cell is checked with the rest."""
+    opts = config.options()
+    if not line.strip():
+        return opts, []
+    parser = TorchCheckMagics.torchcheck.parser
+    try:
+        ns, unknown = parser.parse_argstring(line, partial=True)
+    except (UsageError, ValueError) as e:
+        return opts, [f"ignored options {line.strip()!r}: {e}"]
+    problems = [f"unknown options ignored: {' '.join(unknown)}"] if unknown else []
+    if ns.command:
+        problems.append(f"{ns.command!r} is for the line magic `%torchcheck {ns.command}`; ignored here")
+    ignore = (*opts.ignore, *_split(ns.ignore))
+    return (
+        CheckOptions(
+            select=_split(ns.select) or opts.select,
+            ignore=ignore,
+            display=ns.display or opts.display,
+            scan=opts.scan and not ns.no_scan,
+            trace_shapes=opts.trace_shapes and not ns.no_trace,
+            sync_devices=opts.sync_devices,
+            sync_threshold_s=opts.sync_threshold_s,
+            sync_fraction=opts.sync_fraction,
+            cudnn_shape_limit=opts.cudnn_shape_limit,
+            max_rows=opts.max_rows,
+        ),
+        problems,
+    )
 
 
 class TorchMagic:
@@ -174,15 +190,13 @@ class TorchMagic:
     def __init__(self, shell: Any) -> None:
         self.shell = shell
         self.config = TorchCheck(parent=shell)
-        self.collectors = make_collectors(self.config)
-        self.analyzers = make_analyzers(self.config)
-        self.run: CellRun | None = None
-        self.options: CellOptions | None = None
+        self.check = CellCheck()
+        self.options: CheckOptions | None = None  # of the cell being checked
         self.last: Report | None = None
         self.channel: Any = None
         self.magics = TorchCheckMagics(shell, self)
 
-    # ---- wiring ---------------------------------------------------------------------------
+    # ---- wiring: load and unload mirror each other -----------------------------------------
     def register(self) -> None:
         sh = self.shell
         sh.register_magics(self.magics)
@@ -202,6 +216,7 @@ class TorchMagic:
 
     def unregister(self) -> None:
         sh = self.shell
+        self.check.abort()
         for name, cb in (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell)):
             try:
                 sh.events.unregister(name, cb)
@@ -209,135 +224,95 @@ class TorchMagic:
                 pass
         while comment_out_magic_line in sh.input_transformers_cleanup:
             sh.input_transformers_cleanup.remove(comment_out_magic_line)
+        manager = sh.magics_manager
         for kind in ("line", "cell"):
-            sh.magics_manager.magics[kind].pop(MAGIC, None)
+            manager.magics[kind].pop(MAGIC, None)
+        if manager.registry.get(type(self.magics).__name__) is self.magics:
+            del manager.registry[type(self.magics).__name__]
         if self.config in sh.configurables:
             sh.configurables.remove(self.config)
-        if self.run is not None:
-            self._stop_collectors(self.run)
-            self.run = None
         if self.channel is not None:
             try:
                 self.channel.close()
             except Exception:
                 pass
+            self.channel = None
+        self.last = None
 
     # ---- %torchcheck on|off|status --------------------------------------------------------
     def line_command(self, line: str) -> None:
-        arg = line.strip().lower()
-        if arg in ("on", "off"):
-            self.config.auto = arg == "on"
+        try:
+            args = TorchCheckMagics.torchcheck.parser.parse_argstring(line)
+        except UsageError as e:
+            print(f"usage: %torchcheck on|off|status ({e})", file=sys.stderr)
+            return
+        if args.command in ("on", "off"):
+            self.config.auto = args.command == "on"
             print(f"torchcheck: automatic checking {'on' if self.config.auto else 'off'}")
-        elif arg in ("", "status"):
+        else:
             state = "on (every cell)" if self.config.auto else "off (only %%torchcheck cells)"
             last = f"; last report: cell {self.last.execution_count}" if self.last else ""
             print(f"torchcheck: automatic checking {state}; display={self.config.display}{last}")
-        else:
-            print("usage: %torchcheck on|off|status", file=sys.stderr)
 
     # ---- the cell lifecycle ---------------------------------------------------------------
     def pre_run_cell(self, info: Any) -> None:
         try:
             raw = info.raw_cell or ""
-            line = _magic_line(raw)
-            if line is None and not (self.config.auto and raw.strip() and not _is_control_cell(raw)):
+            line = magic_line(raw)
+            if line is None and not (self.config.auto and raw.strip() and not is_control_cell(raw)):
                 return
             self._begin(raw, line or "", getattr(info, "cell_id", None))
         except Exception as e:
-            self.run = None
+            self.check.abort()
             _warn(f"internal error before the cell ({type(e).__name__}: {e}); the cell runs unchecked")
 
     def post_run_cell(self, result: Any) -> None:
-        run = self.run
-        if run is None:
+        if self.check.run is None:
             return
-        self.run = None
-        self._end(run, getattr(result, "execution_count", None))
+        self._end(getattr(result, "execution_count", None))
 
-    def _end(self, run: CellRun, execution_count: int | None) -> None:
-        """Stop the collectors first, whatever happens after: no hook outlives its cell."""
-        run.report.elapsed_s = time.perf_counter() - run.started
-        self._stop_collectors(run)
+    def _begin(self, raw: str, line: str, cell_id: str | None) -> None:
+        sh = self.shell
+        opts, problems = cell_options(self.config, line)
+        hidden = getattr(sh, "user_ns_hidden", None)
+        compiler = getattr(sh, "compile", None)
+        self.options = opts
+        self.check.begin(
+            sh.user_ns,
+            raw,
+            options=opts,
+            cell_id=cell_id,
+            execution_count=sh.execution_count,
+            hidden=hidden if isinstance(hidden, dict) else None,
+            known_files=(lambda: compiler._filename_map) if hasattr(compiler, "_filename_map") else None,
+            problems=problems,
+        )
+
+    def _end(self, execution_count: int | None) -> None:
+        opts = self.options or self.config.options()
+        self.options = None
         try:
-            self._finish(run, execution_count)
+            report = self.check.end(execution_count)
+            if report is None:
+                return
+            self.last = report
+            self._show(report, opts.display, opts.max_rows)
+            if self.channel is not None:
+                try:
+                    self.channel.send(report)
+                except Exception as e:
+                    _warn(f"could not update the sidebar ({type(e).__name__}: {e})")
         except Exception as e:
             _warn(
                 f"internal error after the cell ({type(e).__name__}: {e}); the cell's own result is unaffected"
             )
-
-    def _begin(self, raw: str, line: str, cell_id: str | None) -> CellRun:
-        opts = CellOptions(self.config, line)
-        run = CellRun(self.shell, opts, raw, cell_id=cell_id, execution_count=self.shell.execution_count)
-        if opts.problem:
-            run.report.errors.append(opts.problem)
-        self.options = opts
-        self.run = run
-        for c in self.collectors:  # each reads its own switches (trace_shapes, ...) from run.config
-            try:
-                c.start(run)
-            except Exception as e:
-                run.report.errors.append(f"{c.name} could not start: {type(e).__name__}: {e}")
-        run.started = time.perf_counter()
-        return run
-
-    def _stop_collectors(self, run: CellRun) -> None:
-        for c in reversed(self.collectors):
-            try:
-                c.stop(run)
-            except Exception as e:
-                run.report.errors.append(f"{c.name} failed: {type(e).__name__}: {e}")
-
-    def _finish(self, run: CellRun, execution_count: int | None) -> Report:
-        report = run.report
-        t0 = time.perf_counter()
-        opts: CellOptions = run.config
-        report.cell_id = run.cell_id
-        report.execution_count = execution_count if execution_count is not None else run.execution_count
-        try:
-            result = lint(run.raw_cell, self.shell.user_ns, select=opts.select, ignore=opts.ignore)
-            report.findings[:0] = [f for f in result.findings if f.rule != "TM000"]
-            report.errors.extend(result.errors)
-        except Exception as e:
-            report.errors.append(f"lint failed: {type(e).__name__}: {e}")
-        for a in self.analyzers:
-            try:
-                a.analyze(run)
-            except Exception as e:
-                report.errors.append(f"{a.name} failed: {type(e).__name__}: {e}")
-        report.findings = self._filter(report.findings, run.raw_cell, opts)
-        report.check_s = time.perf_counter() - t0
-        report.finished = time.time()
-        self.last = report
-        self._show(report, opts.display, opts.max_rows)
-        if self.channel is not None:
-            try:
-                self.channel.send(report)
-            except Exception as e:
-                _warn(f"could not update the sidebar ({type(e).__name__}: {e})")
-        return report
-
-    @staticmethod
-    def _filter(findings: list[Finding], raw_cell: str, opts: CellOptions) -> list[Finding]:
-        """Suppression comments, select/ignore and dedup for findings of every source."""
-        sup = prepare(raw_cell).suppressions
-        out: list[Finding] = []
-        seen: set[tuple[str, int | None, str | None, str]] = set()
-        for f in findings:
-            if sup.silenced(f.rule, f.line) or not selected(f.rule, opts.select, opts.ignore):
-                continue
-            key = (f.rule, f.line, f.object, f.message)
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(f)
-        return out
 
     # ---- display ---------------------------------------------------------------------------
     def _show(self, report: Report, display: str, max_rows: int) -> None:
         if display == "none":
             return
         if display == "auto":
-            display = "widget" if self._in_kernel() else "text"
+            display = "widget" if getattr(self.shell, "kernel", None) is not None else "text"
         if display == "text":
             from .views.terminal import print_rich
 
@@ -346,19 +321,13 @@ class TorchMagic:
         from IPython.display import display as ipy_display
 
         if display == "widget":
-            try:
-                from .views.widget import render_widget
+            from .views.widget import render_widget
 
-                ipy_display(render_widget(report, max_rows=max_rows))
-                return
-            except ImportError:
-                pass
+            ipy_display(render_widget(report, max_rows=max_rows))
+            return
         from .views.html import HTMLReport
 
         ipy_display(HTMLReport(report))
-
-    def _in_kernel(self) -> bool:
-        return getattr(self.shell, "kernel", None) is not None
 
     # ---- %%torchcheck called as a function (run_cell_magic) ---------------------------------
     def run_body(self, line: str, cell: str) -> Any:
@@ -367,15 +336,18 @@ class TorchMagic:
         Typed cells never get here: the input transformer lets IPython run them natively.
         """
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
-        outer = self.run
-        if outer is not None:
+        if self.check.run is not None:
             return self._exec(cell)  # already inside a checked cell: its run sees this body too
-        run = self._begin(f"{_PREFIX} {line}\n{cell}", line, None)
-        self.run = None
+        try:
+            self._begin(f"{_PREFIX} {line}\n{cell}", line, None)
+        except Exception as e:
+            self.check.abort()
+            _warn(f"internal error before the cell ({type(e).__name__}: {e}); the cell runs unchecked")
+            return self._exec(cell)
         try:
             return self._exec(cell)
         finally:
-            self._end(run, self.shell.execution_count)
+            self._end(self.shell.execution_count)
 
     def _exec(self, cell: str) -> Any:
         __tracebackhide__ = True  # noqa: F841

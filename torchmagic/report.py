@@ -57,9 +57,16 @@ class Finding:
     hint: str
     object: str | None = None
     source: Evidence = "static"
+    # every kind of evidence behind this finding (the merge of a static finding and its live
+    # confirmation has both), and the sentences the other evidence added
+    evidence: tuple[Evidence, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return record_dict(self)
+        d = record_dict(self)
+        d["evidence"] = list(self.evidence or (self.source,))
+        d["notes"] = list(self.notes)
+        return d
 
 
 @dataclass

@@ -1,6 +1,5 @@
-"""Static analysis of cell/file source. Imports neither torch nor IPython."""
+"""cell source -> Findings. Imports neither torch nor IPython."""
 
-from .engine import check_source
-from .registry import RULES, Rule, all_rules, get_rule
+from .engine import check_source, lint
 
-__all__ = ["RULES", "Rule", "all_rules", "check_source", "get_rule"]
+__all__ = ["check_source", "lint"]

@@ -8,19 +8,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import catalog
+from ..merge import merge_findings
 from ..report import Finding
-from .registry import all_rules, selected
-from .scope import Carry, Context, Walker
+from .context import Carry, Context
+from .registry import static_checks
 from .source import prepare
-
-# One finding per problem: on the same line, the more specific rule wins (rules.md).
-PRECEDENCE: dict[str, frozenset[str]] = {
-    "TM102": frozenset({"TM201", "TM202"}),
-    "TM204": frozenset({"TM201", "TM202"}),
-    "TM104": frozenset({"TM402"}),
-    "TM406": frozenset({"TM402"}),
-    "TM107": frozenset({"TM403"}),
-}
+from .walker import Walker
 
 
 @dataclass
@@ -67,17 +61,17 @@ def lint(
     except (ValueError, RecursionError, MemoryError) as e:
         what = str(e) if isinstance(e, ValueError) else "source nested too deeply to parse"
         return LintResult([syntax_error(what, None, None)], carry=carry)
-    rules = [r for r in all_rules() if r.is_static and selected(r.id, select, ignore)]
+    checks = static_checks(select, ignore)
     ctx = Context(prep.lines, namespace)
     if carry is not None:
         carry.into(ctx)
     try:
-        Walker(ctx, rules).run(tree)
+        Walker(ctx, checks).run(tree)
     except RecursionError:
         return LintResult([syntax_error("expression nested too deeply to analyse", None, None)], carry=carry)
     found = [f for f in ctx.findings if not prep.suppressions.silenced(f.rule, f.line)]
     # Only a caller that passed a carry (a notebook, cell after cell) pays for the next one.
-    return LintResult(resolve_overlaps(found), ctx.errors, Carry.of(ctx) if carry is not None else None)
+    return LintResult(merge_findings(found), ctx.errors, Carry.of(ctx) if carry is not None else None)
 
 
 def _parse_unrewritten(code: str, rewritten: str, path: str | None) -> ast.Module | None:
@@ -94,33 +88,12 @@ def _parse_unrewritten(code: str, rewritten: str, path: str | None) -> ast.Modul
 
 
 def syntax_error(msg: str, line: int | None, col: int | None) -> Finding:
-    return Finding(
-        rule="TM000",
-        name="syntax-error",
-        severity="error",
+    return SYNTAX_ERROR.finding(
+        f"The cell could not be parsed: {msg}.",
+        "Fix the syntax error; no other rule ran on this cell.",
         line=line,
         col=(col - 1) if col else None,
-        message=f"The cell could not be parsed: {msg}.",
-        hint="Fix the syntax error; no other rule ran on this cell.",
-        source="static",
     )
 
 
-def resolve_overlaps(findings: list[Finding]) -> list[Finding]:
-    """Drop duplicates and findings shadowed by a more specific rule on the same line."""
-    by_line: dict[int | None, set[str]] = {}
-    for f in findings:
-        by_line.setdefault(f.line, set()).add(f.rule)
-    out: list[Finding] = []
-    seen: set[tuple[str, int | None, int | None]] = set()
-    for f in findings:
-        key = (f.rule, f.line, f.col)
-        if key in seen:
-            continue
-        seen.add(key)
-        here = by_line[f.line]
-        if any(f.rule in PRECEDENCE.get(other, ()) for other in here):
-            continue
-        out.append(f)
-    out.sort(key=lambda f: (f.line or 0, f.col or 0, f.rule))
-    return out
+SYNTAX_ERROR = catalog.RULES["TM000"]

@@ -1,4 +1,4 @@
-"""namespace -> metadata records -> live rules.
+"""namespace -> metadata records -> live checks.
 
 Everything here reads metadata only (shape, dtype, device, strides, autograd links) through
 PyTorch's C-level descriptors, never values, never user-defined attributes, and keeps no

@@ -1,16 +1,14 @@
-"""Where in the cell a live object came from, and which cell line is running now.
+"""Where in the cell a live object came from: the names the cell's source binds or fills.
 
-Cells run natively (the `%%torchcheck` line is commented out by the extension), so a frame's
-line number in the cell's code is the editor's line.
+Live findings are placed at these lines (the line that built `net`, the `self.<attr> = ...`
+line of a class the cell defines); lines count as the editor shows them.
 """
 
 from __future__ import annotations
 
 import ast
-import sys
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..lint.source import prepare
 
@@ -120,31 +118,3 @@ def _bind(target: ast.AST, line: int, out: CellNames) -> None:
             base = base.value
         if isinstance(base, ast.Name):
             out.mutated[base.id] = max(out.mutated.get(base.id, 0), line)
-
-
-def current_cell_line(user_ns: Any) -> int | None:
-    """The cell line running now: the innermost frame in the cell's own code.
-
-    The cell's top-level frame is the outermost `<module>` frame whose globals are the user
-    namespace; functions the cell defined share its file name, so a call inside one of
-    them reports its line there (still a cell line).
-    """
-    try:
-        f = sys._getframe(1)
-    except ValueError:
-        return None
-    frames = []
-    while f is not None:
-        frames.append(f)
-        f = f.f_back
-    cell_file = None
-    for fr in reversed(frames):  # outermost first
-        if fr.f_globals is user_ns and fr.f_code.co_name == "<module>":
-            cell_file = fr.f_code.co_filename
-            break
-    if cell_file is None:
-        return None
-    for fr in frames:  # innermost first
-        if fr.f_code.co_filename == cell_file:
-            return fr.f_lineno
-    return None

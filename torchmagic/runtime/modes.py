@@ -1,28 +1,25 @@
-"""ModeChecks: train/eval mistakes and cuDNN autotuning seen while the cell runs.
+"""ModeRecorder: train/eval and cuDNN facts seen while the cell runs (records, no findings).
 
-- TM505: a Dropout/BatchNorm (`_DropoutNd`, `_BatchNorm`) runs forward with `training=True`
-  while grad is disabled (`no_grad`/`inference_mode`): evaluation with dropout on and the
-  running statistics updated.
-- TM506: `.backward()` reaches a Dropout/BatchNorm that ran forward with `training=False`,
-  and an optimizer then steps while that layer is still in eval mode: `model.train()` was
-  forgotten after validation. The forward pre-hook puts a tensor hook on that layer's input
-  (it fires only if a backward pass actually flows through it); a global optimizer
-  step pre-hook confirms the training step. Gradients taken in eval mode without an
-  optimizer step (saliency maps, adversarial examples generated before `model.train()`)
-  are not flagged.
-- TM901: `torch.backends.cudnn.benchmark` is on while a convolution sees more than
-  `cudnn_shape_limit` distinct input shapes on a cuDNN device: the autotuner reruns for
-  every new shape.
+- Dropout/BatchNorm (`_DropoutNd`, `_BatchNorm`) layers that ran forward with
+  `training=True` while grad was disabled (`no_grad`/`inference_mode`): TM505's evidence.
+- Such layers that ran forward with `training=False`, that a `.backward()` then reached, and
+  after which an optimizer stepped while the layer was still in eval mode: TM506's. The
+  forward pre-hook puts a tensor hook on that layer's input (it fires only if a backward pass
+  flows through it); a global optimizer step pre-hook confirms the training step. Gradients
+  taken in eval mode without an optimizer step (saliency maps, adversarial examples) leave
+  no record.
+- The distinct input shapes each convolution on a cuDNN device saw, and whether
+  `torch.backends.cudnn.benchmark` was on: TM901's.
 
-Both findings name the root module the user holds (`net`, not `net.block.3.drop`). A layer
-whose root module is in the other mode is left alone: `model.eval()` followed by re-enabling
-dropout layers (MC dropout) or freezing BatchNorm layers of a training model is deliberate.
+The rules (`runtime/rules/train_eval.py`, `cudnn.py`) name the layers and their root modules
+from the cell's namespace snapshot.
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.nn.modules import module as _module_mod
@@ -32,8 +29,10 @@ from torch.nn.modules.dropout import _DropoutNd
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..live import meta
-from ..live.cell import current_cell_line
-from .shapes import quiet_compile_warning, remove_after_cell, restore_warnings
+from .hooks import quiet_compile_warning, remove_handles, restore_warnings
+
+if TYPE_CHECKING:
+    from ..run import CellRun
 
 _device = meta.device
 _is_compiling = meta.is_compiling
@@ -54,12 +53,13 @@ def _kind(tp: type) -> int:
     return OTHER
 
 
-def _training(module: Any) -> bool:
+def training(module: Any) -> bool:
+    """`module.training`, read from the instance dict (no property or `__getattr__` runs)."""
     d = object.__getattribute__(module, "__dict__")
     return bool(d.get("training", True)) if type(d) is dict else True
 
 
-class _Event:
+class LayerEvent:
     """One layer that misbehaved, the first time it did."""
 
     __slots__ = ("line", "ref", "type")
@@ -70,37 +70,49 @@ class _Event:
         self.line = line
 
     @classmethod
-    def of(cls, module: Any, line: int | None) -> _Event:
+    def of(cls, module: Any, line: int | None) -> LayerEvent:
         return cls(weakref.ref(module), type(module).__name__, line)
 
 
-class ModeChecks:
-    """Collector for TM505, TM506 and TM901."""
+@dataclass
+class ModeRecords:
+    """What the recorder saw in one cell. Weak references to the layers only."""
+
+    train_no_grad: list[LayerEvent] = field(default_factory=list)  # TM505
+    eval_step: list[LayerEvent] = field(default_factory=list)  # TM506
+    # (convolution, distinct input shapes, line where it passed the limit)
+    conv_shapes: list[tuple[Any, set[Any], int | None]] = field(default_factory=list)
+    cudnn_benchmark: bool = False
+    shape_limit: int = 8
+
+
+class ModeRecorder:
+    """Collector of the records TM505, TM506 and TM901 read."""
 
     name = "mode_checks"
 
-    def __init__(self, config: Any = None, *, cudnn_devices: tuple[str, ...] = ("cuda",)) -> None:
-        self.config = config
+    def __init__(self, *, cudnn_devices: tuple[str, ...] = ("cuda",)) -> None:
         self.cudnn_devices = cudnn_devices
         self._handles: list[Any] = []
         self._warning_filter: Any = None
         self._tensor_hooks: list[Any] = []
         self._reset(None)
 
-    def _reset(self, run: Any) -> None:
-        self._ns = getattr(getattr(run, "shell", None), "user_ns", None)
+    def _reset(self, run: CellRun | None) -> None:
+        self._line = run.locator.line if run is not None else _no_line
         self._kinds: dict[type, int] = {}
-        self._train_no_grad: dict[int, _Event] = {}  # TM505
-        self._eval_forward: dict[int, _Event] = {}  # TM506 candidates
-        self._eval_backward: dict[int, _Event] = {}  # TM506 candidates a backward reached
-        self._eval_step: dict[int, _Event] = {}  # TM506: ... and an optimizer stepped after
+        self._train_no_grad: dict[int, LayerEvent] = {}
+        self._eval_forward: dict[int, LayerEvent] = {}  # TM506 candidates
+        self._eval_backward: dict[int, LayerEvent] = {}  # ... that a backward reached
+        self._eval_step: dict[int, LayerEvent] = {}  # ... and an optimizer stepped after
         self._conv_shapes: dict[int, tuple[Any, set[Any], int | None]] = {}
-        self._limit = int(getattr(getattr(run, "config", None), "cudnn_shape_limit", 8) or 8)
+        # the limit comes from the options as given: 0 is a real limit (any new shape counts)
+        self._limit = max(0, int(run.options.cudnn_shape_limit)) if run is not None else 8
         self._benchmark_at_start = False
 
     # ---- lifecycle -------------------------------------------------------------------------
-    def start(self, run: Any) -> None:
-        self._remove()
+    def start(self, run: CellRun) -> None:
+        self.stop(run)
         self._reset(run)
         try:
             self._benchmark_at_start = bool(torch.backends.cudnn.benchmark)
@@ -111,30 +123,28 @@ class ModeChecks:
             _module_mod.register_module_forward_pre_hook(self._pre),
             register_optimizer_step_pre_hook(self._on_step),
         ]
-        remove_after_cell(run.shell, self._remove)
 
-    def stop(self, run: Any) -> None:
-        self._remove()
-        try:
-            benchmark = self._benchmark_at_start or bool(torch.backends.cudnn.benchmark)
-        except Exception:
-            benchmark = self._benchmark_at_start
-        try:
-            run.report.findings.extend(self.findings(run, benchmark))
-        finally:
-            self._reset(None)
-
-    def _remove(self) -> None:
+    def stop(self, run: CellRun | None = None) -> None:
         entry, self._warning_filter = self._warning_filter, None
         if entry is not None:
             restore_warnings(entry)
         handles = self._handles + self._tensor_hooks
         self._handles, self._tensor_hooks = [], []
-        for h in handles:
-            try:
-                h.remove()
-            except Exception:
-                pass
+        remove_handles(handles)
+
+    def collect(self, run: CellRun) -> None:
+        try:
+            benchmark = self._benchmark_at_start or bool(torch.backends.cudnn.benchmark)
+        except Exception:
+            benchmark = self._benchmark_at_start
+        run.records.modes = ModeRecords(
+            train_no_grad=[e for e in self._train_no_grad.values() if e.ref() is not None],
+            eval_step=[e for e in self._eval_step.values() if e.ref() is not None],
+            conv_shapes=[v for v in self._conv_shapes.values() if len(v[1]) > self._limit],
+            cudnn_benchmark=benchmark,
+            shape_limit=self._limit,
+        )
+        self._reset(None)
 
     # ---- hooks (must never raise into the user's forward) ------------------------------------
     def _kind_of(self, module: Any) -> int:
@@ -152,13 +162,13 @@ class ModeChecks:
             if k == OTHER:
                 return None
             if k == NORM_OR_DROPOUT:
-                if _training(module):
+                if training(module):
                     if (
                         id(module) not in self._train_no_grad
                         and not torch.is_grad_enabled()
                         and not _is_deliberate(module)
                     ):
-                        self._train_no_grad[id(module)] = _Event.of(module, current_cell_line(self._ns))
+                        self._train_no_grad[id(module)] = LayerEvent.of(module, self._line())
                 elif args and torch.is_grad_enabled():
                     self._watch_backward(module, args[0])
             elif k == CONV and args:
@@ -171,7 +181,7 @@ class ModeChecks:
                     if len(shapes) < MAX_SHAPES:
                         shapes.add(tuple(_size(x)))
                         if len(shapes) == self._limit + 1 and entry[2] is None:
-                            self._conv_shapes[id(module)] = (entry[0], shapes, current_cell_line(self._ns))
+                            self._conv_shapes[id(module)] = (entry[0], shapes, self._line())
         except Exception:
             pass
         return None
@@ -184,7 +194,7 @@ class ModeChecks:
             return
         key = id(module)
         if key not in self._eval_forward:
-            self._eval_forward[key] = _Event.of(module, current_cell_line(self._ns))
+            self._eval_forward[key] = LayerEvent.of(module, self._line())
         if (
             key in self._eval_backward
             or key in self._eval_step
@@ -199,7 +209,7 @@ class ModeChecks:
                 return None
             for key, event in list(self._eval_backward.items()):
                 layer = event.ref()
-                if layer is not None and not _training(layer) and key not in self._eval_step:
+                if layer is not None and not training(layer) and key not in self._eval_step:
                     self._eval_step[key] = event
             self._eval_backward.clear()
         except Exception:
@@ -213,60 +223,17 @@ class ModeChecks:
                 if key not in self._eval_backward:
                     event = self._eval_forward.get(key)
                     if event is not None:
-                        line = current_cell_line(self._ns)
-                        self._eval_backward[key] = _Event(event.ref, event.type, line or event.line)
+                        line = self._line()
+                        self._eval_backward[key] = LayerEvent(event.ref, event.type, line or event.line)
             except Exception:
                 pass
             return None
 
         return hook
 
-    # ---- findings ------------------------------------------------------------------------------
-    def findings(self, run: Any, benchmark: bool) -> list[Any]:
-        from ..live.rules import finding
 
-        events = [
-            e for e in (*self._train_no_grad.values(), *self._eval_step.values()) if e.ref() is not None
-        ]
-        convs = {k: v for k, v in self._conv_shapes.items() if len(v[1]) > self._limit} if benchmark else {}
-        if not events and not convs:
-            return []
-        names, roots = _names_and_roots(run.shell)
-        out = []
-        seen: set[tuple[str, str]] = set()
-        for rule, store, want_root_training in (
-            ("TM505", self._train_no_grad, True),
-            ("TM506", self._eval_step, False),
-        ):
-            for event in store.values():
-                layer = event.ref()
-                if layer is None:
-                    continue
-                qual, root_label = names.get(id(layer), (None, f"<{event.type}>"))
-                root = roots.get(root_label)
-                if root is not None and _training(root) is not want_root_training:
-                    continue  # deliberate: MC dropout, frozen BatchNorm
-                if (rule, root_label) in seen:
-                    continue
-                seen.add((rule, root_label))
-                out.append(_mode_finding(finding, rule, root_label, qual or event.type, event.line))
-        if convs:
-            key, (ref, shapes, line) = max(convs.items(), key=lambda kv: len(kv[1][1]))
-            conv = ref()
-            qual = names.get(id(conv), (None, None))[0] if conv is not None else None
-            label = qual or "a convolution"
-            out.append(
-                finding(
-                    "TM901",
-                    f"`torch.backends.cudnn.benchmark` is on and `{label}` saw {len(shapes)} distinct input "
-                    f"shapes (limit {self._limit}): cuDNN re-runs its autotuner for every new shape.",
-                    "Pad or bucket inputs to a few fixed shapes, or set `torch.backends.cudnn.benchmark = False`.",
-                    line=line,
-                    object=qual,
-                    source="runtime",
-                )
-            )
-        return out
+def _no_line() -> int | None:
+    return None
 
 
 def _is_deliberate(module: Any) -> bool:
@@ -283,41 +250,3 @@ def _is_deliberate(module: Any) -> bool:
     if issubclass(tp, _BatchNorm):
         return "momentum" in d and d["momentum"] is None
     return False
-
-
-def _mode_finding(finding: Any, rule: str, root: str, layer: str, line: int | None) -> Any:
-    if rule == "TM505":
-        return finding(
-            "TM505",
-            f"`{root}` ran with grad disabled while `{layer}` was in training mode: dropout stays on and "
-            "BatchNorm updates its running statistics during evaluation.",
-            f"`{root}.eval()` before evaluating (and `{root}.train()` again before training).",
-            line=line,
-            object=root,
-            source="runtime",
-        )
-    return finding(
-        "TM506",
-        f"`.backward()` went through `{layer}` while it was in eval mode: `{root}` is training without "
-        "dropout and with frozen BatchNorm statistics.",
-        f"`{root}.train()` at the top of each training epoch (after validation).",
-        line=line,
-        object=root,
-        source="runtime",
-    )
-
-
-def _names_and_roots(shell: Any) -> tuple[dict[int, tuple[str, str]], dict[str, Any]]:
-    """id(module) -> (qualified name, root name); root name -> root module (transient)."""
-    from ..live.scan import collect, module_trees
-
-    ns = getattr(shell, "user_ns", None)
-    if not isinstance(ns, dict):
-        return {}, {}
-    hidden = getattr(shell, "user_ns_hidden", None)
-    found = collect(ns, hidden if isinstance(hidden, dict) else None)
-    names: dict[int, tuple[str, str]] = {}
-    for tree in module_trees(found):
-        for qual, m, _ in tree.nodes:
-            names.setdefault(id(m), (qual, tree.name))
-    return names, dict(found.modules)

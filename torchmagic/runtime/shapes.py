@@ -10,16 +10,19 @@ call stays around a microsecond or two on top of PyTorch's own hook dispatch.
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.nn.modules import module as _module_mod
 
 from ..live import meta
 from ..report import ShapeRecord
+from .hooks import quiet_compile_warning, remove_handles, restore_warnings
+
+if TYPE_CHECKING:
+    from ..run import CellRun
 
 MAX_MODULES = 5000  # distinct modules traced per cell
 MAX_TENSORS = 16  # tensors listed per input/output
@@ -30,46 +33,6 @@ _is_compiling = meta.is_compiling
 _size = meta.size
 
 _Tensor = torch.Tensor
-
-
-# torch.compile warns when global module hooks exist; those are ours, for this cell only.
-_COMPILE_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
-
-
-def quiet_compile_warning() -> Any:
-    """Silence that one warning while our hooks are installed; returns the filter to remove."""
-    warnings.filterwarnings("ignore", message=_COMPILE_WARNING, category=UserWarning)
-    return warnings.filters[0]
-
-
-def restore_warnings(entry: Any) -> None:
-    try:
-        warnings.filters.remove(entry)
-        mutated = getattr(warnings, "_filters_mutated", None)
-        if mutated is not None:
-            mutated()
-    except (ValueError, AttributeError):
-        pass
-
-
-def remove_after_cell(shell: Any, remove: Any) -> None:
-    """Safety net: `remove()` on the shell's next `post_run_cell`, even if `stop` never comes
-    (a failure in the caller between start and stop must not leave global hooks behind)."""
-    events = getattr(shell, "events", None)
-    if events is None:
-        return
-
-    def once(*args: Any) -> None:
-        try:
-            events.unregister("post_run_cell", once)
-        except Exception:
-            pass
-        remove()
-
-    try:
-        events.register("post_run_cell", once)
-    except Exception:
-        pass
 
 
 def tensor_shapes(value: Any, limit: int = MAX_TENSORS) -> tuple[list[list[int]], Any]:
@@ -120,43 +83,36 @@ class ShapeTracer:
 
     name = "shape_tracer"
 
-    def __init__(self, config: Any = None) -> None:
-        self.config = config
+    def __init__(self) -> None:
         self._handles: list[Any] = []
         self._warning_filter: Any = None
         self._calls: dict[int, _Call] = {}
         self._depth = 0
 
     # ---- lifecycle -------------------------------------------------------------------------
-    def start(self, run: Any) -> None:
-        self._remove()
+    def start(self, run: CellRun) -> None:
+        self.stop(run)
         self._calls = {}
         self._depth = 0
-        if not getattr(run.config, "trace_shapes", True):
+        if not run.options.trace_shapes:
             return
         self._warning_filter = quiet_compile_warning()
         self._handles = [
             _module_mod.register_module_forward_pre_hook(self._pre),
             _module_mod.register_module_forward_hook(self._post, with_kwargs=True, always_call=True),
         ]
-        remove_after_cell(run.shell, self._remove)
 
-    def stop(self, run: Any) -> None:
-        self._remove()
-        calls, self._calls = self._calls, {}
-        if calls:
-            run.report.shape_trace.extend(self.records(calls.values(), run.shell))
-
-    def _remove(self) -> None:
+    def stop(self, run: CellRun | None = None) -> None:
         entry, self._warning_filter = self._warning_filter, None
         if entry is not None:
             restore_warnings(entry)
         handles, self._handles = self._handles, []
-        for h in handles:
-            try:
-                h.remove()
-            except Exception:
-                pass
+        remove_handles(handles)
+
+    def collect(self, run: CellRun) -> None:
+        calls, self._calls = self._calls, {}
+        if calls:
+            run.report.shape_trace.extend(self.records(calls.values(), run.snapshot().module_names()))
 
     # ---- the hooks (must never raise into the user's forward) -------------------------------
     def _pre(self, module: Any, args: Any) -> None:
@@ -198,21 +154,13 @@ class ShapeTracer:
             pass
         return None
 
-    # ---- names -------------------------------------------------------------------------------
+    # ---- records ---------------------------------------------------------------------------
     @staticmethod
-    def records(calls: Any, shell: Any) -> list[ShapeRecord]:
-        from ..live.scan import module_names
-
-        ns = getattr(shell, "user_ns", None)
-        hidden = getattr(shell, "user_ns_hidden", None)
-        try:
-            names = module_names(ns, hidden) if isinstance(ns, dict) else {}
-        except Exception:
-            names = {}
+    def records(calls: Any, names: dict[int, tuple[str, str]]) -> list[ShapeRecord]:
         out = []
         for rec in calls:
             obj = rec.ref()
-            name = names.get(id(obj)) if obj is not None else None
+            name = names.get(id(obj), (None, None))[0] if obj is not None else None
             out.append(
                 ShapeRecord(
                     module=name or f"<{rec.type}>",

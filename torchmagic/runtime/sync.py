@@ -2,11 +2,12 @@
 
 `SyncProbe` is a runtime collector. While a checked cell runs it times every CPU-device
 synchronisation and charges it to the innermost frame that belongs to the cell (code in
-functions from earlier cells or libraries is charged to the cell line that called it). At
-`stop` it fills `report.syncs` (one `SyncRecord` per line), `report.sync_s` and TM303
-findings for lines whose waits exceed the threshold.
+functions from earlier cells or libraries is charged to the cell line that called it). Its
+`collect` fills `report.syncs` (one `SyncRecord` per line) and `report.sync_s`; TM303
+(`runtime/rules/stalls.py`) reports the lines whose waits exceed the threshold.
 
-Two backends share one ledger (`_Ledger`: attribution and grouping):
+Two backends share one ledger (`SyncLedger`: attribution through the cell's `CellLocator`,
+and grouping):
 
 *Portable* (`_SyncMode`, a `TorchFunctionMode`): sees every torch function and tensor method
 call; a frozenset membership test lets everything but the sync-prone calls through at once
@@ -53,13 +54,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from ..report import SyncRecord
-from . import CellRun
+from .frames import CellLocator
+
+if TYPE_CHECKING:
+    from ..run import CellRun
 
 _perf = time.perf_counter
 Tensor = torch.Tensor
@@ -241,74 +245,17 @@ _COPY_SET = frozenset(f for f, _ in _COPY)
 # --- attribution --------------------------------------------------------------------------
 
 
-def _run_code_codes(shell: Any) -> frozenset[Any]:
-    codes = set()
-    for cls in type(shell).__mro__:
-        fn = cls.__dict__.get("run_code")
-        code = getattr(fn, "__code__", None)
-        if code is not None:
-            codes.add(code)
-    return frozenset(codes)
+class SyncLedger:
+    """Charges timed syncs to cell lines (the innermost frame in the cell's code)."""
 
-
-class _Ledger:
-    """Charges timed syncs to cell lines: the innermost frame whose file is the cell's."""
-
-    def __init__(self, run: CellRun) -> None:
-        self.shell = run.shell
+    def __init__(self, locator: CellLocator) -> None:
+        self.locator = locator
         self.thread = threading.get_ident()
-        self.cell_file: str | None = None
         self.by_line: dict[int, list[Any]] = {}  # line -> [count, seconds, {op: count}]
         self.outside_s = 0.0
-        self._run_code = _run_code_codes(run.shell) if run.shell is not None else frozenset()
-        self._known = set(self._filename_map())  # cells compiled before this one started
-
-    def _filename_map(self) -> dict[str, int]:
-        # IPython's CachingCompiler: cell filename -> execution count (`<ipython-input-N-…>`,
-        # or ipykernel's /tmp/ipykernel_PID/HASH.py)
-        names = getattr(getattr(self.shell, "compile", None), "_filename_map", None)
-        return names if isinstance(names, dict) else {}
-
-    def _resolve(self, frame: Any) -> str | None:
-        """The cell's filename, from the first sync's stack.
-
-        In order: a file IPython compiled since `start` (the cell itself, or the body the
-        magic compiled when called as `run_cell_magic`); a file compiled under the current
-        execution count (a re-run whose name already existed); the frame `run_code` exec'd.
-        """
-        names = self._filename_map()
-        number = getattr(self.shell, "execution_count", None)
-        new = {name for name in names if name not in self._known}
-        current = {name for name, n in names.items() if n == number}
-        for candidates in (new, current):
-            f = frame
-            while f is not None:
-                if f.f_code.co_filename in candidates:
-                    return f.f_code.co_filename
-                f = f.f_back
-        f = frame
-        while f is not None:
-            back = f.f_back
-            if back is not None and back.f_code in self._run_code:
-                return f.f_code.co_filename
-            f = back
-        return None
-
-    def cell_line(self, frame: Any) -> int | None:
-        cell_file = self.cell_file
-        if cell_file is None:
-            cell_file = self.cell_file = self._resolve(frame)
-            if cell_file is None:
-                return None
-        f = frame
-        while f is not None:
-            if f.f_code.co_filename == cell_file:
-                return f.f_lineno
-            f = f.f_back
-        return None
 
     def add(self, op: str, seconds: float, frame: Any) -> None:
-        line = self.cell_line(frame)
+        line = self.locator.line(frame)
         if line is None:
             self.outside_s += seconds
             return
@@ -366,7 +313,7 @@ class CudaSyncBackend:
     """
 
     def __init__(
-        self, ledger: _Ledger, drain: Drain = cuda_drain, activate: Callable[[], None] = activate_gpu_trace
+        self, ledger: SyncLedger, drain: Drain = cuda_drain, activate: Callable[[], None] = activate_gpu_trace
     ) -> None:
         self.ledger = ledger
         self.drain = drain
@@ -431,7 +378,7 @@ class _SyncMode(TorchFunctionMode):
 
     def __init__(
         self,
-        ledger: _Ledger,
+        ledger: SyncLedger,
         timed: frozenset[str],
         traced: frozenset[str] = frozenset(),
         backend: CudaSyncBackend | None = None,
@@ -516,19 +463,6 @@ def _remove_mode(mode: TorchFunctionMode) -> None:
 # --- the collector ---------------------------------------------------------------------------
 
 
-_HINTS = {
-    "cudaDeviceSynchronize": "Drop `torch.cuda.synchronize()` outside timing code; CUDA orders "
-    "work on a stream by itself.",
-    "cudaEventSynchronize": "Wait on the event from the device (`stream.wait_event(e)`) instead of "
-    "blocking the CPU, or synchronise once at the end.",
-}
-_DEFAULT_HINT = (
-    "Keep values on the device and read them once after the loop or every N steps "
-    "(`total += loss.detach()`, then `total.item()`); use masks/`torch.where` instead of "
-    "tensor-valued `if`; move results to the host once."
-)
-
-
 class SyncProbe:
     """Collector: times CPU-device synchronisations per cell line (see module docstring)."""
 
@@ -536,18 +470,16 @@ class SyncProbe:
 
     def __init__(
         self,
-        config: Any = None,
         *,
         cuda_drain: Drain | None = None,
         cuda_available: Callable[[], bool] | None = None,
         activate_trace: Callable[[], None] | None = None,
     ) -> None:
-        self.config = config
         self._drain = cuda_drain or globals()["cuda_drain"]
         self._cuda_available = cuda_available or torch.cuda.is_available
         self._activate = activate_trace or activate_gpu_trace
         self._trace_active = False
-        self._ledger: _Ledger | None = None
+        self._ledger: SyncLedger | None = None
         self._mode: _SyncMode | None = None
         self._backend: CudaSyncBackend | None = None
 
@@ -557,12 +489,12 @@ class SyncProbe:
             self._trace_active = True
 
     def start(self, run: CellRun) -> None:
-        self._cleanup()
-        devices = getattr(run.config, "sync_devices", ("cuda",))
-        devices = frozenset(("cuda",) if devices is None else devices)
+        self.stop(run)
+        self._ledger = None
+        devices = frozenset(run.options.sync_devices)
         if not devices:
             return
-        self._ledger = ledger = _Ledger(run)
+        self._ledger = ledger = SyncLedger(run.locator)
         traced: frozenset[str] = frozenset()
         try:
             if "cuda" in devices:
@@ -579,10 +511,10 @@ class SyncProbe:
             torch._C._push_on_torch_function_stack(mode)
             self._mode = mode
         except Exception as exc:  # a probe that cannot start must not break the cell
-            self._cleanup()
+            self.stop(run)
             run.report.errors.append(f"sync probe: could not start: {exc!r}")
 
-    def _cleanup(self) -> None:
+    def stop(self, run: CellRun | None = None) -> None:
         mode, self._mode = self._mode, None
         backend, self._backend = self._backend, None
         if mode is not None:
@@ -590,36 +522,10 @@ class SyncProbe:
         if backend is not None:
             backend.uninstall()
 
-    def stop(self, run: CellRun) -> None:
-        try:
-            self._cleanup()
-        finally:
-            ledger, self._ledger = self._ledger, None
+    def collect(self, run: CellRun) -> None:
+        ledger, self._ledger = self._ledger, None
         if ledger is None:
             return
         records = ledger.records(run.lines)
-        report = run.report
-        report.syncs = records
-        report.sync_s = sum(r.seconds for r in records)
-        elapsed = report.elapsed_s or (_perf() - run.started)
-        limit = max(
-            float(getattr(run.config, "sync_threshold_s", 0.005)),
-            float(getattr(run.config, "sync_fraction", 0.1)) * elapsed,
-        )
-        for rec in records:
-            if rec.seconds > limit:
-                try:
-                    report.findings.append(stall_finding(rec, elapsed))
-                except KeyError as exc:
-                    report.errors.append(f"sync probe: {exc}")
-
-
-def stall_finding(rec: SyncRecord, elapsed: float) -> Any:
-    from ..lint.registry import make_finding
-
-    top = max(rec.ops, key=rec.ops.get) if rec.ops else ""
-    share = f" ({rec.seconds / elapsed:.0%} of the cell)" if elapsed > 0 else ""
-    times = "once" if rec.count == 1 else f"{rec.count} times"
-    code = f"`{rec.code}`" if rec.code else f"line {rec.line}"
-    message = f"{code} synchronised with the device {times} and waited {rec.seconds * 1e3:.1f} ms{share}."
-    return make_finding("TM303", message, _HINTS.get(top, _DEFAULT_HINT), line=rec.line, source="runtime")
+        run.report.syncs = records
+        run.report.sync_s = sum(r.seconds for r in records)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import sys
 from typing import TextIO
 
@@ -50,9 +49,3 @@ def print_rich(report: Report, file: TextIO | None = None) -> None:
         console.print(table)
     for err in report.errors:
         console.print(Text(f"torchmagic internal error: {err}", style="red"))
-
-
-def rich_text(report: Report) -> str:
-    buf = io.StringIO()
-    print_rich(report, buf)
-    return buf.getvalue()

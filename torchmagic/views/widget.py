@@ -189,11 +189,6 @@ def summary_html(report: Report) -> str:
     return f"{_STYLE}<div class='tmw'><b style='color:{colour}'>{escape(text)}</b></div>"
 
 
-def static_html(report: Report) -> str:
-    """What an exported notebook keeps where widgets cannot render."""
-    return render_html(report)
-
-
 def _tabs(
     report: Report, limit: int | None, key: str = "size", descending: bool | None = None
 ) -> list[tuple[str, str]]:
@@ -340,7 +335,7 @@ class StaticView:
         self.report = report
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return {"text/html": static_html(self.report), "text/plain": summary_line(self.report)}
+        return {"text/html": render_html(self.report), "text/plain": summary_line(self.report)}
 
     def __repr__(self) -> str:
         return summary_line(self.report)

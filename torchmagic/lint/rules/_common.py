@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from ..scope import DEVICE, TENSOR_KINDS, Context
+from ..context import Context
+from ..kinds import DEVICE, TENSOR_KINDS
 
 CUDA_PREFIX = "cuda"
 

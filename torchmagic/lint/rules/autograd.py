@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from ..registry import rule
-from ..scope import MODULE, NUMBER, Context
+from ..context import Context
+from ..kinds import MODULE, NUMBER
+from ..registry import check
 from ._common import call_chain, chain_root, name_like, receiver, unparse
 
 
@@ -47,39 +48,8 @@ def _is_graph_tensor(ctx: Context, value: ast.AST) -> bool:
 _TM401_HINT = "Accumulate a number: `total += loss.item()` (or `loss.detach()` to stay on the device)."
 
 
-@rule(
-    "TM401",
-    "graph-kept-alive",
-    "warning",
-    evidence="static + live",
-    nodes=(ast.AugAssign, ast.Assign),
-    calls={"append"},
-)
+@check("TM401", nodes=(ast.AugAssign, ast.Assign), calls={"append"})
 def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags a loss (or any tensor that was `.backward()`-ed) accumulated into a Python variable
-    or list across loop iterations without `.item()`/`.detach()`: `total += loss`,
-    `losses.append(loss)`. Live: a namespace variable (or list) holding tensors with a
-    `grad_fn` after the cell.
-
-    ## Why is this bad?
-    Each stored tensor keeps its whole autograd graph — every activation of that step — in
-    memory, so memory grows with every iteration until the process runs out.
-
-    ## Example
-    ```python
-    for x, y in loader:
-        loss = criterion(model(x), y)
-        loss.backward()
-        total += loss
-    ```
-
-    ## Use instead
-    ```python
-        total += loss.item()          # outside hot loops: loss.detach()
-    ```
-    """
     if not ctx.in_loop or ctx.grad_mode is not None:
         return
     if isinstance(node, ast.AugAssign):
@@ -140,29 +110,8 @@ def _mutates(ctx: Context, stmt: ast.AST) -> bool:
     return False
 
 
-@rule("TM402", "prefer-inference-mode", "info", nodes=(ast.With,))
+@check("TM402", nodes=(ast.With,))
 def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `with torch.no_grad():` around pure inference: no `.backward()`, no
-    `requires_grad_`, no parameter updates or initialisation in the block.
-
-    ## Why is this bad?
-    `torch.inference_mode()` also skips version counting and view tracking, so inference
-    runs faster and allocates less.
-
-    ## Example
-    ```python
-    with torch.no_grad():
-        preds = model(x)
-    ```
-
-    ## Use instead
-    ```python
-    with torch.inference_mode():
-        preds = model(x)
-    ```
-    """
     item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
     if item is None or ctx.in_module_method:
         return
@@ -204,29 +153,8 @@ def _is_backward(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == "backward"
 
 
-@rule("TM403", "data-attribute", "warning", attrs={"data"})
+@check("TM403", attrs={"data"})
 def data_attribute(node: ast.Attribute, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags reads and writes of `.data` on a tensor or parameter.
-
-    ## Why is this bad?
-    `.data` gives a tensor that autograd does not track: in-place changes through it are not
-    seen by the version counter, so wrong gradients are computed silently instead of raising.
-
-    ## Example
-    ```python
-    w = layer.weight.data
-    p.data -= lr * p.grad
-    ```
-
-    ## Use instead
-    ```python
-    w = layer.weight.detach()
-    with torch.no_grad():
-        p -= lr * p.grad          # or p.copy_(...), nn.init.*_
-    ```
-    """
     parent = ctx.parent
     if isinstance(parent, ast.Call) and parent.func is node:
         return  # `obj.data(...)` is a method, not the tensor attribute
@@ -243,26 +171,8 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     )
 
 
-@rule("TM404", "variable-deprecated", "warning", calls={"Variable"})
+@check("TM404", calls={"Variable"})
 def variable_deprecated(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `torch.autograd.Variable(...)`.
-
-    ## Why is this bad?
-    `Variable` has been a no-op wrapper since PyTorch 0.4; it returns a plain tensor and its
-    `volatile` flag does nothing, so old code reads as if it did something it does not.
-
-    ## Example
-    ```python
-    x = Variable(torch.randn(3), requires_grad=True)
-    ```
-
-    ## Use instead
-    ```python
-    x = torch.randn(3, requires_grad=True)
-    ```
-    """
     q = ctx.qualname(call.func) or ""
     if q not in ("torch.autograd.Variable", "torch.autograd.variable.Variable"):
         return
@@ -296,27 +206,8 @@ def _is_module_call(ctx: Context, call: ast.Call) -> bool:
     return ctx.kind(func) == MODULE
 
 
-@rule("TM405", "numpy-without-detach", "error", evidence="static + live", calls={"numpy"})
+@check("TM405", calls={"numpy"})
 def numpy_without_detach(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `.numpy()` directly on a model output or loss with no `.detach()` in the chain
-    (live: on any tensor that requires grad).
-
-    ## Why is this bad?
-    It raises "Can't call numpy() on Tensor that requires grad" — usually only at the end of
-    a long run, when the metrics are computed.
-
-    ## Example
-    ```python
-    preds = model(x).cpu().numpy()
-    ```
-
-    ## Use instead
-    ```python
-    preds = model(x).detach().cpu().numpy()
-    ```
-    """
     if ctx.grad_mode is not None or not isinstance(call.func, ast.Attribute):
         return
     value = call.func.value
@@ -338,30 +229,8 @@ def numpy_without_detach(call: ast.Call, ctx: Context) -> None:
     )
 
 
-@rule("TM406", "backward-under-no-grad", "error", calls={"backward"})
+@check("TM406", calls={"backward"})
 def backward_under_no_grad(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `.backward()` inside a `no_grad`/`inference_mode` block (or a function decorated
-    with them).
-
-    ## Why is this bad?
-    Nothing computed in the block has a graph, so `backward()` raises "element 0 of tensors
-    does not require grad and does not have a grad_fn".
-
-    ## Example
-    ```python
-    with torch.no_grad():
-        loss = criterion(model(x), y)
-        loss.backward()
-    ```
-
-    ## Use instead
-    ```python
-    loss = criterion(model(x), y)
-    loss.backward()
-    ```
-    """
     if ctx.grad_mode is None:
         return
     if not isinstance(call.func, ast.Attribute) and ctx.qualname(call.func) != "torch.autograd.backward":

@@ -4,65 +4,17 @@ from __future__ import annotations
 
 import ast
 
-from ..registry import documented, rule
-from ..scope import Context
+from ..context import Context
+from ..registry import check
 from ._common import call_chain, unparse
-
-documented(
-    "TM901",
-    "cudnn-benchmark-variable-shapes",
-    "warning",
-    "runtime",
-    """
-    ## What it does
-    Flags `torch.backends.cudnn.benchmark = True` while convolution modules saw more than N
-    (default 8) distinct input shapes in the cell.
-
-    ## Why is this bad?
-    The autotuner benchmarks every convolution algorithm again for each new input shape: with
-    variable shapes it spends its time tuning instead of training.
-
-    ## Example
-    ```python
-    torch.backends.cudnn.benchmark = True
-    for img in images_of_many_sizes:
-        out = conv_net(img)
-    ```
-
-    ## Use instead
-    ```python
-    # pad or bucket inputs to a few fixed shapes, or
-    torch.backends.cudnn.benchmark = False
-    ```
-    """,
-)
 
 _OLD_INIT = frozenset(
     {"xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal", "normal", "uniform", "constant"}
 )
 
 
-@rule("TM902", "deprecated-init", "warning", calls=_OLD_INIT)
+@check("TM902", calls=_OLD_INIT)
 def deprecated_init(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `nn.init.xavier_uniform`, `xavier_normal`, `kaiming_uniform`, `kaiming_normal`,
-    `normal`, `uniform` and `constant` without the trailing underscore.
-
-    ## Why is this bad?
-    These aliases are deprecated (they warn, and are being removed); the in-place names say
-    what they do: they overwrite the tensor.
-
-    ## Example
-    ```python
-    nn.init.xavier_uniform(layer.weight)
-    ```
-
-    ## Use instead
-    ```python
-    nn.init.xavier_uniform_(layer.weight)
-    ```
-    """
     q = ctx.qualname(call.func) or ""
     if not q.startswith("torch.nn.init."):
         return
@@ -77,28 +29,8 @@ def deprecated_init(call: ast.Call, ctx: Context) -> None:
 _TYPOS = frozenset({"require_grad", "requires_grads", "require_grads", "requires_gradient", "requiresgrad"})
 
 
-@rule("TM903", "requires-grad-typo", "error", nodes=(ast.Assign, ast.AnnAssign, ast.AugAssign))
+@check("TM903", nodes=(ast.Assign, ast.AnnAssign, ast.AugAssign))
 def requires_grad_typo(node: ast.Assign | ast.AnnAssign | ast.AugAssign, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags assignments to `.require_grad`, `.requires_grads` or `.require_grads`.
-
-    ## Why is this bad?
-    Tensors accept arbitrary Python attributes: the typo silently creates a new attribute and
-    the tensor keeps its old `requires_grad` — the layer is (or is not) trained by mistake.
-
-    ## Example
-    ```python
-    for p in backbone.parameters():
-        p.require_grad = False
-    ```
-
-    ## Use instead
-    ```python
-    for p in backbone.parameters():
-        p.requires_grad = False        # or backbone.requires_grad_(False)
-    ```
-    """
     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
     for t in targets:
         for sub in ast.walk(t):
@@ -178,31 +110,8 @@ _FIX = {
 }
 
 
-@rule("TM904", "softmax-into-cross-entropy", "error", nodes=(ast.Call,))
+@check("TM904", nodes=(ast.Call,))
 def softmax_into_cross_entropy(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `F.cross_entropy`/`nn.CrossEntropyLoss()(...)`/`F.nll_loss` whose input is a
-    `softmax`/`log_softmax`/`sigmoid` result, and `BCELoss`/`binary_cross_entropy` on a
-    `sigmoid` output. `nll_loss(log_softmax(x))` is correct and not flagged.
-
-    ## Why is this bad?
-    `cross_entropy` already applies `log_softmax`: normalising twice flattens the gradients
-    and the model learns slowly or not at all. `BCELoss(sigmoid(x))` is numerically
-    unstable where the logits-based loss is not.
-
-    ## Example
-    ```python
-    loss = F.cross_entropy(F.softmax(logits, dim=1), y)
-    loss = nn.BCELoss()(torch.sigmoid(logits), y)
-    ```
-
-    ## Use instead
-    ```python
-    loss = F.cross_entropy(logits, y)
-    loss = nn.BCEWithLogitsLoss()(logits, y)
-    ```
-    """
     if not call.args:
         return
     kind = _loss_kind(ctx, call)

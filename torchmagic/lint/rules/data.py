@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from ..registry import rule
-from ..scope import LOADER, Context, LoopInfo, has_kwargs_splat, keyword
+from ..context import Context, LoopInfo
+from ..kinds import LOADER
+from ..nodes import has_kwargs_splat, keyword
+from ..registry import check
 from ._common import is_cuda_move, unparse
 
 
@@ -48,32 +50,8 @@ def _live_unpinned_loader(ctx: Context, it: ast.AST) -> str | None:
     return it.id if pinned is False else None
 
 
-@rule("TM801", "dataloader-pin-memory", "info", loops=True)
+@check("TM801", loops=True)
 def dataloader_pin_memory(loop: LoopInfo, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags a `DataLoader(...)` without `pin_memory=True` whose batches are moved to CUDA in
-    the loop that iterates over it. Reported at the `DataLoader(...)` call; for a loader built
-    in an earlier cell (live: its `pin_memory` is False), at the `for` line.
-
-    ## Why is this bad?
-    Copies from pageable memory are synchronous and slower; pinned batches can be copied
-    with `non_blocking=True` while the GPU is still busy with the previous step.
-
-    ## Example
-    ```python
-    loader = DataLoader(ds, batch_size=64)
-    for x, y in loader:
-        x, y = x.cuda(), y.cuda()
-    ```
-
-    ## Use instead
-    ```python
-    loader = DataLoader(ds, batch_size=64, pin_memory=True)
-    for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-    ```
-    """
     node = loop.node
     if not isinstance(node, (ast.For, ast.AsyncFor)) or ctx.kind(node.iter) not in (LOADER, None):
         return

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from ..registry import rule
-from ..scope import DTYPE, MODULE, NDARRAY, NUMBER, STRING, Context
+from ..context import Context
+from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
+from ..registry import check
 from ._common import unparse
 
 
@@ -73,29 +74,8 @@ def _indexes_element(ctx: Context, body: list[ast.stmt], tensor: ast.AST, var: s
     return False
 
 
-@rule("TM701", "python-loop-over-tensor", "warning", nodes=(ast.For,))
+@check("TM701", nodes=(ast.For,))
 def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `for i in range(len(x))` (or `x.size(0)`, `x.shape[0]`) whose body indexes `x[i]`
-    or writes `out[i] = ...` element by element, and `for v in x:` directly over a tensor.
-    Reported at the `for` line.
-
-    ## Why is this bad?
-    Every iteration launches tiny kernels (and often syncs): a Python loop over a tensor's
-    rows is orders of magnitude slower than the one vectorised operation.
-
-    ## Example
-    ```python
-    for i in range(x.shape[0]):
-        out[i] = x[i].max()
-    ```
-
-    ## Use instead
-    ```python
-    out = x.max(dim=1).values      # or broadcasting, gather, torch.where
-    ```
-    """
     it = node.iter
     if ctx.is_tensor(it) and not isinstance(it, ast.Call):
         if _calls_a_module(ctx, node.body) or _recurrence(node.body):
@@ -141,28 +121,8 @@ def _is_scalar(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
-@rule("TM702", "arange-index-for-slice", "info", evidence="static + live", nodes=(ast.Subscript,))
+@check("TM702", nodes=(ast.Subscript,))
 def arange_index_for_slice(node: ast.Subscript, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `x[torch.arange(x.shape[0]), k]` where `k` is a scalar (a literal, a name bound to
-    a number, or live: an `int`).
-
-    ## Why is this bad?
-    It is `x[:, k]` written as an advanced-indexing gather: it allocates an index tensor and
-    copies instead of returning a view.
-
-    ## Example
-    ```python
-    col = x[torch.arange(x.shape[0]), 3]
-    ```
-
-    ## Use instead
-    ```python
-    col = x[:, 3]
-    # a per-row index tensor k is a real gather: x[torch.arange(len(x)), k] is right
-    ```
-    """
     s = node.slice
     if not (isinstance(s, ast.Tuple) and len(s.elts) == 2):
         return
@@ -183,27 +143,8 @@ _TRANSPOSES = frozenset({"transpose", "permute", "t", "swapaxes", "swapdims", "m
 _TRANSPOSE_ATTRS = frozenset({"T", "mT", "H", "mH"})
 
 
-@rule("TM703", "view-after-transpose", "error", calls={"view"})
+@check("TM703", calls={"view"})
 def view_after_transpose(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `.view(...)` applied directly to the result of `.transpose()`, `.permute()`, `.t()`,
-    `.T` or `.mT`.
-
-    ## Why is this bad?
-    A transposed tensor is not contiguous, so `.view` raises "view size is not compatible
-    with input tensor's size and stride" (except in the rare shapes where it happens to work).
-
-    ## Example
-    ```python
-    y = x.transpose(1, 2).view(b, -1)
-    ```
-
-    ## Use instead
-    ```python
-    y = x.transpose(1, 2).reshape(b, -1)    # or .contiguous().view(b, -1)
-    ```
-    """
     if not isinstance(call.func, ast.Attribute):
         return
     value = call.func.value

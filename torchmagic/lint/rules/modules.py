@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from ..registry import rule
-from ..scope import (
-    DTYPE,
-    MODULE,
-    PARAMETER,
-    TENSOR,
-    TENSOR_KINDS,
-    Context,
-    grad_context,
-    has_kwargs_splat,
-    keyword,
-)
+from ..context import Context, grad_context
+from ..kinds import DTYPE, MODULE, PARAMETER, TENSOR, TENSOR_KINDS
+from ..nodes import has_kwargs_splat, keyword
+from ..registry import check
 
 FACTORIES = frozenset(
     {
@@ -47,30 +39,8 @@ def _call_label(call: ast.Call) -> str:
     return f"{_unparse(call.func)}(...)"
 
 
-@rule("TM101", "tensor-created-in-forward", "warning", calls=FACTORIES)
+@check("TM101", calls=FACTORIES)
 def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags tensor factories (`torch.zeros`, `torch.ones`, `torch.arange`, `torch.tensor`, ...)
-    called without `device=` inside `forward` or a method that `forward` calls.
-
-    ## Why is this bad?
-    The tensor is built on the CPU on every call. Once the model moves to a GPU, `forward`
-    mixes devices and fails, or silently copies every step.
-
-    ## Example
-    ```python
-    def forward(self, x):
-        mask = torch.ones(x.shape[0], 10)
-    ```
-
-    ## Use instead
-    ```python
-    def forward(self, x):
-        mask = x.new_ones(x.shape[0], 10)  # or torch.ones(..., device=x.device)
-    # constant tensors: self.register_buffer("mask", torch.ones(10)) in __init__
-    ```
-    """
     if not ctx.in_forward:
         return
     q = ctx.qualname(call.func)
@@ -120,29 +90,8 @@ def _device_target(ctx: Context, call: ast.Call) -> ast.AST | None:
     return None
 
 
-@rule("TM102", "device-move-inside-module", "warning", calls={"cuda", "cpu", "to"})
+@check("TM102", calls={"cuda", "cpu", "to"})
 def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `.cuda()`, `.cpu()` and `.to(<device literal or global device>)` on `self`, a
-    parameter, a submodule or an input inside an `nn.Module` method.
-
-    ## Why is this bad?
-    The model decides its own device, so `model.to(device)` by the caller no longer controls
-    where it runs: it breaks on machines without that device and fights multi-GPU wrappers.
-
-    ## Example
-    ```python
-    def forward(self, x):
-        x = x.cuda()
-    ```
-
-    ## Use instead
-    ```python
-    model = Net().to(device)   # the caller moves model and inputs once
-    # inside the module, follow the input: t.to(x.device)
-    ```
-    """
     if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
         return
     method = call.func.attr
@@ -161,29 +110,8 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
     )
 
 
-@rule("TM103", "mode-switch-inside-module", "warning", calls={"train", "eval"})
+@check("TM103", calls={"train", "eval"})
 def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `self.train()`, `self.eval()` and `.train()`/`.eval()` on a submodule inside an
-    `nn.Module` method.
-
-    ## Why is this bad?
-    Training and evaluation mode are the caller's decision; a module that flips its own mode
-    silently overrides `model.eval()` before validation (or `model.train()` after it).
-
-    ## Example
-    ```python
-    def forward(self, x):
-        self.eval()
-    ```
-
-    ## Use instead
-    ```python
-    model.eval()        # by the caller, before validation
-    model.train()       # and back before training
-    ```
-    """
     if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
         return
     if ctx.method in ("train", "eval", "training"):
@@ -202,36 +130,12 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     )
 
 
-@rule(
+@check(
     "TM104",
-    "no-grad-inside-module",
-    "warning",
     nodes=(ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef),
     calls={"set_grad_enabled"},
 )
 def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `with torch.no_grad()`, `@torch.no_grad()`, `torch.set_grad_enabled(False)` and
-    `torch.inference_mode` inside an `nn.Module` method.
-
-    ## Why is this bad?
-    The module silently cuts the graph: a caller who wants to backpropagate through it (fine
-    tuning, adversarial inputs, a bigger model) gets no gradient and no error.
-
-    ## Example
-    ```python
-    def forward(self, x):
-        with torch.no_grad():
-            return self.fc(x)
-    ```
-
-    ## Use instead
-    ```python
-    with torch.inference_mode():   # the caller decides
-        y = model(x)
-    ```
-    """
     hint = "Remove it from the module; the caller wraps inference in `torch.inference_mode()` (or `no_grad`)."
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         parent = ctx.parent
@@ -293,37 +197,8 @@ def _holds_modules(ctx: Context, value: ast.AST) -> bool:
     return any(ctx.kind(i) in (MODULE, PARAMETER) or _holds_modules(ctx, i) for i in items)
 
 
-@rule(
-    "TM105",
-    "unregistered-submodules",
-    "error",
-    evidence="static + live",
-    nodes=(ast.Assign, ast.AnnAssign),
-    calls={"append", "extend", "insert"},
-)
+@check("TM105", nodes=(ast.Assign, ast.AnnAssign), calls={"append", "extend", "insert"})
 def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags a plain `list`/`tuple`/`dict` of modules or `nn.Parameter`s stored on `self` in a
-    module's `__init__` (also when filled with `.append`). Live: any module instance in the
-    kernel whose attribute holds such a container, e.g. one returned by a helper function.
-
-    ## Why is this bad?
-    PyTorch does not see inside plain containers: those layers are missing from
-    `.parameters()` (the optimizer never trains them), `.to(device)`, `state_dict()` and
-    `.train()/.eval()`.
-
-    ## Example
-    ```python
-    self.layers = [nn.Linear(64, 64) for _ in range(4)]
-    ```
-
-    ## Use instead
-    ```python
-    self.layers = nn.ModuleList(nn.Linear(64, 64) for _ in range(4))
-    # dicts: nn.ModuleDict; parameters: nn.ParameterList / nn.ParameterDict
-    ```
-    """
     if not ctx.in_module_method or ctx.method != "__init__":
         return
     if isinstance(node, ast.Call):
@@ -368,33 +243,8 @@ def _flag_container(ctx: Context, node: ast.AST, attr: str, container: str) -> N
     )
 
 
-@rule(
-    "TM106",
-    "tensor-attribute-not-buffer",
-    "warning",
-    evidence="static + live",
-    nodes=(ast.Assign, ast.AnnAssign),
-)
+@check("TM106", nodes=(ast.Assign, ast.AnnAssign))
 def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags a plain tensor (not an `nn.Parameter`) assigned to `self.<attr>` in a module's
-    `__init__`. Live: a module instance holding a plain tensor attribute.
-
-    ## Why is this bad?
-    Plain tensor attributes do not follow `model.to(device)` / `.half()` and are missing from
-    `state_dict()`: the model breaks on the GPU and the tensor is lost on save/load.
-
-    ## Example
-    ```python
-    self.scale = torch.ones(16)
-    ```
-
-    ## Use instead
-    ```python
-    self.register_buffer("scale", torch.ones(16))   # persistent=False to keep it out of state_dict
-    ```
-    """
     if not ctx.in_module_method or ctx.method != "__init__" or node.value is None:
         return
     target = _self_attr_target(node)
@@ -407,29 +257,8 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
     )
 
 
-@rule("TM107", "detach-in-forward", "info", calls={"detach"}, attrs={"data"})
+@check("TM107", calls={"detach"}, attrs={"data"})
 def detach_in_forward(node: ast.AST, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `.detach()` and `.data` on intermediates inside `forward`.
-
-    ## Why is this bad?
-    Gradients stop flowing at that point: every layer before it stops learning, with no error.
-
-    ## Example
-    ```python
-    def forward(self, x):
-        h = self.encoder(x).detach()
-        return self.head(h)
-    ```
-
-    ## Use instead
-    ```python
-    def forward(self, x):
-        h = self.encoder(x)        # keep the graph, unless a stop-gradient is intended
-        return self.head(h)
-    ```
-    """
     if not ctx.in_forward or ctx.grad_mode is not None:
         return
     if isinstance(node, ast.Call):

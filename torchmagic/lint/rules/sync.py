@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from ..registry import documented, rule
-from ..scope import (
+from ..context import Context
+from ..kinds import (
     DATASET,
     DEVICE,
     DICT,
@@ -22,8 +22,8 @@ from ..scope import (
     STATE_DICT,
     STRING,
     TENSOR_KINDS,
-    Context,
 )
+from ..registry import check
 from ._common import unparse
 
 # Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
@@ -68,40 +68,8 @@ def _tensor_in_print(ctx: Context, call: ast.Call) -> ast.AST | None:
     return None
 
 
-@rule(
-    "TM301",
-    "sync-in-loop",
-    "warning",
-    evidence="static + runtime",
-    calls=_SYNC_METHODS | {"synchronize", "print"},
-)
+@check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"})
 def sync_in_loop(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `.nonzero()`, `print(<tensor>)` and
-    `torch.cuda.synchronize()` inside a `for`/`while` loop (or comprehension). Calls under
-    `if step % N == 0:` are reported as info; reads after an inner loop (once per epoch) are
-    not reported. The runtime probe confirms the waits.
-
-    ## Why is this bad?
-    Each of these copies a value to the CPU, so the CPU waits until the GPU has finished all
-    queued work — on every iteration. The GPU then idles while Python prepares the next step.
-
-    ## Example
-    ```python
-    for x, y in loader:
-        loss = step(x, y)
-        total += loss.item()
-    ```
-
-    ## Use instead
-    ```python
-    total = torch.zeros((), device=device)
-    for x, y in loader:
-        total += step(x, y).detach()
-    print(total.item())          # one sync, after the loop
-    ```
-    """
     if not ctx.in_loop or ctx.loops[-1].inner_loop_seen:
         return  # after an inner loop: once per epoch is the fix, not the problem
     func = call.func
@@ -153,35 +121,8 @@ def _test_label(node: ast.AST) -> str:
     return f"... if {unparse(node.test, 40)} else ..."  # type: ignore[attr-defined]
 
 
-@rule(
-    "TM302",
-    "tensor-in-condition",
-    "warning",
-    evidence="static + runtime",
-    nodes=(ast.If, ast.While, ast.Assert, ast.IfExp),
-)
+@check("TM302", nodes=(ast.If, ast.While, ast.Assert, ast.IfExp))
 def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `if`/`while`/`assert`/conditional expressions whose test is a tensor expression
-    (`(t != 0).all()`, `loss < best`, `t.any()`).
-
-    ## Why is this bad?
-    Python needs a `bool`, so the tensor is copied to the CPU: an implicit synchronisation
-    that waits for all queued GPU work, hidden in an innocent-looking `if`.
-
-    ## Example
-    ```python
-    if (mask != 0).any():
-        x = x[mask]
-    ```
-
-    ## Use instead
-    ```python
-    x = torch.where(mask != 0, x, fill)     # keep the decision on the device
-    # or sync once, deliberately: if bool((mask != 0).any()): ...
-    ```
-    """
     test = node.test
     if not ctx.is_tensor(test):
         return
@@ -191,34 +132,3 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         "Keep the decision on the device (`torch.where`, masks, `torch.clamp`) or synchronise"
         " once, deliberately, outside hot loops.",
     )
-
-
-documented(
-    "TM303",
-    "measured-sync-stall",
-    "warning",
-    "runtime",
-    """
-    ## What it does
-    Reports a cell line whose CPU-GPU synchronisations, measured while the cell ran, waited
-    longer than the threshold (default: 10% of the cell's time and at least 5 ms). The
-    message gives the number of synchronisations and the time waited.
-
-    ## Why is this bad?
-    While the CPU waits, it cannot queue more work: the GPU idles between kernels and the
-    whole loop runs at the speed of the round trip.
-
-    ## Example
-    ```python
-    for x in batches:
-        if model(x).max() > 0.5:     # 500 syncs, 0.9 s waited
-            hits += 1
-    ```
-
-    ## Use instead
-    ```python
-    hits = sum((model(x).max() > 0.5) for x in batches)   # stays on the device
-    print(int(hits))                                       # one sync
-    ```
-    """,
-)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from ..registry import documented, rule
-from ..scope import OPTIMIZER, SCHEDULER, Context, LoopInfo
+from ..context import Context, LoopInfo
+from ..kinds import OPTIMIZER, SCHEDULER
+from ..registry import check
 from ._common import name_like, unparse
 
 
@@ -63,34 +64,8 @@ def _clears_grads_by_hand(loop: ast.AST) -> bool:
     return False
 
 
-@rule("TM501", "missing-zero-grad", "error", loops=True)
+@check("TM501", loops=True)
 def missing_zero_grad(loop: LoopInfo, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags a loop that calls `.backward()` and `<optimizer>.step()` but never
-    `<optimizer>.zero_grad()` (or `model.zero_grad()`). Reported at the `step()` call.
-
-    ## Why is this bad?
-    `.backward()` adds into `.grad`; without clearing, every step uses the sum of all past
-    gradients and training diverges or stalls — silently.
-
-    ## Example
-    ```python
-    for x, y in loader:
-        loss = criterion(model(x), y)
-        loss.backward()
-        optimizer.step()
-    ```
-
-    ## Use instead
-    ```python
-    for x, y in loader:
-        optimizer.zero_grad(set_to_none=True)
-        loss = criterion(model(x), y)
-        loss.backward()
-        optimizer.step()
-    ```
-    """
     backward = step = None
     for call in loop.calls:
         m = _method(call)
@@ -109,33 +84,8 @@ def missing_zero_grad(loop: LoopInfo, ctx: Context) -> None:
     )
 
 
-@rule("TM502", "scheduler-before-optimizer", "warning", loops=True)
+@check("TM502", loops=True)
 def scheduler_before_optimizer(loop: LoopInfo, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `<scheduler>.step()` called before `<optimizer>.step()` in the same loop body.
-    Reported at the early scheduler call.
-
-    ## Why is this bad?
-    Since PyTorch 1.1 the scheduler must step after the optimizer; stepping it first skips
-    the first value of the learning-rate schedule (PyTorch warns once, easy to miss).
-
-    ## Example
-    ```python
-    for x, y in loader:
-        scheduler.step()
-        loss.backward()
-        optimizer.step()
-    ```
-
-    ## Use instead
-    ```python
-    for x, y in loader:
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-    ```
-    """
     sched = None
     for call in loop.calls:
         if _optimizer_step(ctx, call):
@@ -161,26 +111,8 @@ def _plateau(ctx: Context, recv: ast.AST) -> bool | None:
     return built.endswith("ReduceLROnPlateau")
 
 
-@rule("TM503", "scheduler-epoch-arg", "info", calls={"step"})
+@check("TM503", calls={"step"})
 def scheduler_epoch_arg(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `scheduler.step(epoch)`: a learning-rate scheduler stepped with an argument.
-
-    ## Why is this bad?
-    The `epoch` argument is deprecated: it bypasses the scheduler's own counter, recomputes
-    the rate in closed form (not every scheduler has one) and warns.
-
-    ## Example
-    ```python
-    scheduler.step(epoch)
-    ```
-
-    ## Use instead
-    ```python
-    scheduler.step()
-    ```
-    """
     if not (call.args or any(kw.arg == "epoch" for kw in call.keywords)):
         return
     if not isinstance(call.func, ast.Attribute):
@@ -197,26 +129,8 @@ def scheduler_epoch_arg(call: ast.Call, ctx: Context) -> None:
     )
 
 
-@rule("TM504", "scheduler-get-lr", "info", calls={"get_lr"})
+@check("TM504", calls={"get_lr"})
 def scheduler_get_lr(call: ast.Call, ctx: Context) -> None:
-    """
-    ## What it does
-    Flags `scheduler.get_lr()`.
-
-    ## Why is this bad?
-    `get_lr()` computes the value for the scheduler's *current internal step* (and warns
-    when called outside `step()`); for many schedulers it is not the rate the optimizer used.
-
-    ## Example
-    ```python
-    print(scheduler.get_lr())
-    ```
-
-    ## Use instead
-    ```python
-    print(scheduler.get_last_lr())
-    ```
-    """
     if not isinstance(call.func, ast.Attribute) or call.args:
         return
     recv = call.func.value
@@ -231,65 +145,3 @@ def scheduler_get_lr(call: ast.Call, ctx: Context) -> None:
         f"`{unparse(call, 50)}` returns the rate for the scheduler's internal state, not the last applied one.",
         f"Use `{unparse(recv, 30)}.get_last_lr()`.",
     )
-
-
-documented(
-    "TM505",
-    "inference-in-train-mode",
-    "warning",
-    "runtime + live",
-    """
-    ## What it does
-    Flags a module containing Dropout or BatchNorm layers that ran forward in training mode
-    while gradients were disabled (`no_grad`/`inference_mode`): evaluation without
-    `model.eval()`.
-
-    ## Why is this bad?
-    Dropout keeps dropping units, so predictions are noisy and worse, and BatchNorm updates
-    its running statistics with evaluation data.
-
-    ## Example
-    ```python
-    with torch.inference_mode():
-        preds = model(x_val)
-    ```
-
-    ## Use instead
-    ```python
-    model.eval()
-    with torch.inference_mode():
-        preds = model(x_val)
-    ```
-    """,
-)
-
-documented(
-    "TM506",
-    "train-in-eval-mode",
-    "warning",
-    "runtime",
-    """
-    ## What it does
-    Flags `.backward()` through a module containing Dropout or BatchNorm layers that ran
-    forward with `training=False`: training after validation without `model.train()`.
-
-    ## Why is this bad?
-    The model trains without dropout and with frozen batch statistics: it overfits or
-    converges to something else, without any error.
-
-    ## Example
-    ```python
-    for epoch in range(10):
-        for x, y in train_loader:
-            loss = criterion(model(x), y); loss.backward(); opt.step()
-        model.eval(); validate(model)
-    ```
-
-    ## Use instead
-    ```python
-    for epoch in range(10):
-        model.train()
-        ...
-    ```
-    """,
-)

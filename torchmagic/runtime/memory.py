@@ -8,21 +8,23 @@ not reset, because the user may be tracking it themselves.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..report import MemoryRecord
 
+if TYPE_CHECKING:
+    from ..run import CellRun
+
 
 class CudaMemoryProbe:
     name = "cuda_memory"
 
-    def __init__(self, config: Any = None) -> None:
-        self.config = config
+    def __init__(self) -> None:
         self._before: tuple[int, int, int] | None = None  # device, allocated, max allocated
 
-    def start(self, run: Any) -> None:
+    def start(self, run: CellRun) -> None:
         self._before = None
         try:
             if torch.cuda.is_initialized():
@@ -31,7 +33,10 @@ class CudaMemoryProbe:
         except Exception:
             self._before = None
 
-    def stop(self, run: Any) -> None:
+    def stop(self, run: CellRun) -> None:
+        pass
+
+    def collect(self, run: CellRun) -> None:
         before, self._before = self._before, None
         try:
             if not torch.cuda.is_initialized():

@@ -1,0 +1,132 @@
+"""TM4xx — autograd."""
+
+from .model import Rule
+
+RULES = [
+    Rule(
+        "TM401",
+        "graph-kept-alive",
+        "warning",
+        evidence=("static", "live"),
+        what="""
+            Flags a loss (or any tensor that was `.backward()`-ed) accumulated into a Python variable
+            or list across loop iterations without `.item()`/`.detach()`: `total += loss`,
+            `losses.append(loss)`. Live: a namespace variable (or list) holding tensors with a
+            `grad_fn` after the cell.
+            """,
+        why="""
+            Each stored tensor keeps its whole autograd graph — every activation of that step — in
+            memory, so memory grows with every iteration until the process runs out.
+            """,
+        example="""
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                total += loss
+            """,
+        fix="    total += loss.item()          # outside hot loops: loss.detach()",
+        not_flagged="""
+            accumulation of `loss.item()`/`loss.detach()`; tensors with `grad_fn` that are the model's live output of the last step only (one tensor) are info; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); accumulation under `no_grad`/`inference_mode`; live: a graph whose saved tensors were already freed by `.backward()`, a graph the notebook back-propagates through in a later cell, a recurrent hidden state; a small inference output computed with grad on is at most info, and its fix is `torch.inference_mode()`, not `.detach()`
+            """,
+    ),
+    Rule(
+        "TM402",
+        "prefer-inference-mode",
+        "info",
+        evidence=("static",),
+        what="""
+            Flags `with torch.no_grad():` around pure inference: no `.backward()`, no
+            `requires_grad_`, no parameter updates or initialisation in the block.
+            """,
+        why="""
+            `torch.inference_mode()` also skips version counting and view tracking, so inference
+            runs faster and allocates less.
+            """,
+        example="""
+            with torch.no_grad():
+                preds = model(x)
+            """,
+        fix="""
+            with torch.inference_mode():
+                preds = model(x)
+            """,
+        not_flagged="""
+            blocks that mutate parameters (`p.copy_`, `p -= lr * p.grad`, init code), which need `no_grad`
+            """,
+    ),
+    Rule(
+        "TM403",
+        "data-attribute",
+        "warning",
+        evidence=("static",),
+        what="Flags reads and writes of `.data` on a tensor or parameter.",
+        why="""
+            `.data` gives a tensor that autograd does not track: in-place changes through it are not
+            seen by the version counter, so wrong gradients are computed silently instead of raising.
+            """,
+        example="""
+            w = layer.weight.data
+            p.data -= lr * p.grad
+            """,
+        fix="""
+            w = layer.weight.detach()
+            with torch.no_grad():
+                p -= lr * p.grad          # or p.copy_(...), nn.init.*_
+            """,
+        not_flagged="`dataset.data`, `batch.data` where the owner is clearly not a tensor (live: not a Tensor)",
+    ),
+    Rule(
+        "TM404",
+        "variable-deprecated",
+        "warning",
+        evidence=("static",),
+        what="Flags `torch.autograd.Variable(...)`.",
+        why="""
+            `Variable` has been a no-op wrapper since PyTorch 0.4; it returns a plain tensor and its
+            `volatile` flag does nothing, so old code reads as if it did something it does not.
+            """,
+        example="x = Variable(torch.randn(3), requires_grad=True)",
+        fix="x = torch.randn(3, requires_grad=True)",
+    ),
+    Rule(
+        "TM405",
+        "numpy-without-detach",
+        "error",
+        evidence=("static", "runtime"),
+        what="""
+            Flags `.numpy()` directly on a model output or loss with no `.detach()` in the chain
+            (live: on any tensor that requires grad).
+            """,
+        why="""
+            It raises "Can't call numpy() on Tensor that requires grad" — usually only at the end of
+            a long run, when the metrics are computed.
+            """,
+        example="preds = model(x).cpu().numpy()",
+        fix="preds = model(x).detach().cpu().numpy()",
+        not_flagged="chains that contain `.detach()` or run under `no_grad`/`inference_mode`",
+    ),
+    Rule(
+        "TM406",
+        "backward-under-no-grad",
+        "error",
+        evidence=("static",),
+        what="""
+            Flags `.backward()` inside a `no_grad`/`inference_mode` block (or a function decorated
+            with them).
+            """,
+        why="""
+            Nothing computed in the block has a graph, so `backward()` raises "element 0 of tensors
+            does not require grad and does not have a grad_fn".
+            """,
+        example="""
+            with torch.no_grad():
+                loss = criterion(model(x), y)
+                loss.backward()
+            """,
+        fix="""
+            loss = criterion(model(x), y)
+            loss.backward()
+            """,
+        overrides=("TM402",),
+    ),
+]

@@ -1,0 +1,91 @@
+"""TM9xx — configuration and deprecated APIs."""
+
+from .model import Rule
+
+RULES = [
+    Rule(
+        "TM901",
+        "cudnn-benchmark-variable-shapes",
+        "warning",
+        evidence=("runtime",),
+        what="""
+            Flags `torch.backends.cudnn.benchmark = True` while convolution modules saw more than N
+            (default 8) distinct input shapes in the cell.
+            """,
+        why="""
+            The autotuner benchmarks every convolution algorithm again for each new input shape: with
+            variable shapes it spends its time tuning instead of training.
+            """,
+        example="""
+            torch.backends.cudnn.benchmark = True
+            for img in images_of_many_sizes:
+                out = conv_net(img)
+            """,
+        fix="""
+            # pad or bucket inputs to a few fixed shapes, or
+            torch.backends.cudnn.benchmark = False
+            """,
+        not_flagged="fixed-shape workloads",
+    ),
+    Rule(
+        "TM902",
+        "deprecated-init",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags `nn.init.xavier_uniform`, `xavier_normal`, `kaiming_uniform`, `kaiming_normal`,
+            `normal`, `uniform` and `constant` without the trailing underscore.
+            """,
+        why="""
+            These aliases are deprecated (they warn, and are being removed); the in-place names say
+            what they do: they overwrite the tensor.
+            """,
+        example="nn.init.xavier_uniform(layer.weight)",
+        fix="nn.init.xavier_uniform_(layer.weight)",
+        not_flagged="the underscore versions",
+    ),
+    Rule(
+        "TM903",
+        "requires-grad-typo",
+        "error",
+        evidence=("static",),
+        what="Flags assignments to `.require_grad`, `.requires_grads` or `.require_grads`.",
+        why="""
+            Tensors accept arbitrary Python attributes: the typo silently creates a new attribute and
+            the tensor keeps its old `requires_grad` — the layer is (or is not) trained by mistake.
+            """,
+        example="""
+            for p in backbone.parameters():
+                p.require_grad = False
+            """,
+        fix="""
+            for p in backbone.parameters():
+                p.requires_grad = False        # or backbone.requires_grad_(False)
+            """,
+    ),
+    Rule(
+        "TM904",
+        "softmax-into-cross-entropy",
+        "error",
+        evidence=("static",),
+        what="""
+            Flags `F.cross_entropy`/`nn.CrossEntropyLoss()(...)`/`F.nll_loss` whose input is a
+            `softmax`/`log_softmax`/`sigmoid` result, and `BCELoss`/`binary_cross_entropy` on a
+            `sigmoid` output. `nll_loss(log_softmax(x))` is correct and not flagged.
+            """,
+        why="""
+            `cross_entropy` already applies `log_softmax`: normalising twice flattens the gradients
+            and the model learns slowly or not at all. `BCELoss(sigmoid(x))` is numerically
+            unstable where the logits-based loss is not.
+            """,
+        example="""
+            loss = F.cross_entropy(F.softmax(logits, dim=1), y)
+            loss = nn.BCELoss()(torch.sigmoid(logits), y)
+            """,
+        fix="""
+            loss = F.cross_entropy(logits, y)
+            loss = nn.BCEWithLogitsLoss()(logits, y)
+            """,
+        not_flagged="`nll_loss(log_softmax(x))`, which is correct",
+    ),
+]

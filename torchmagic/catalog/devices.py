@@ -1,0 +1,124 @@
+"""TM2xx — devices and transfers."""
+
+from .model import Rule
+
+RULES = [
+    Rule(
+        "TM201",
+        "cuda-call",
+        "info",
+        evidence=("static",),
+        what="Flags `.cuda()` calls outside `nn.Module` methods (TM102 covers those).",
+        why="""
+            `.cuda()` hardcodes one kind of device: the notebook fails on a CPU-only or Apple-silicon
+            machine, and every such call has to be edited to change devices.
+            """,
+        example="""
+            model = Net().cuda()
+            x = x.cuda()
+            """,
+        fix="""
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            model = Net().to(device)
+            x = x.to(device)
+            """,
+        not_flagged="`torch.cuda.*` module functions (`is_available`, `synchronize`, ...)",
+    ),
+    Rule(
+        "TM202",
+        "hardcoded-device",
+        "info",
+        evidence=("static",),
+        what="""
+            Flags a literal `"cuda"`/`"cuda:N"` passed as `device=` or to `.to(...)`.
+            """,
+        why="""
+            The code cannot run on a machine without that GPU, and moving it to another device means
+            editing every literal.
+            """,
+        example="""
+            x = torch.zeros(3, device="cuda")
+            y = y.to("cuda:0")
+            """,
+        fix="""
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            x = torch.zeros(3, device=device)
+            y = y.to(device)
+            """,
+        not_flagged="""
+            that selection line itself; `torch.device(...)` assigned once to a name; a move inside `if torch.cuda.is_available():`
+            """,
+    ),
+    Rule(
+        "TM203",
+        "load-without-map-location",
+        "warning",
+        evidence=("static",),
+        what="Flags `torch.load(f)` without `map_location=`.",
+        why="""
+            The tensors are restored onto the device they were saved from: loading a GPU checkpoint
+            fails on a machine without that GPU, and on a GPU machine it first lands everything on
+            `cuda:0`, spiking its memory.
+            """,
+        example="""
+            state = torch.load("ckpt.pt")
+            """,
+        fix="""
+            state = torch.load("ckpt.pt", map_location=device)
+            """,
+        not_flagged="calls with `map_location`",
+    ),
+    Rule(
+        "TM204",
+        "cuda-in-dataset",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags `.cuda()` and `.to(<cuda device>)` inside a `Dataset.__getitem__`/`__iter__` or a
+            `collate_fn`.
+            """,
+        why="""
+            With `num_workers > 0` these run in worker processes: CUDA there fails to initialise or
+            creates one CUDA context per worker, and with `num_workers=0` the copies are synchronous.
+            """,
+        example="""
+            def __getitem__(self, i):
+                return self.x[i].cuda()
+            """,
+        fix="""
+            def __getitem__(self, i):
+                return self.x[i]                 # CPU tensor
+            loader = DataLoader(ds, pin_memory=True, num_workers=4)
+            for x in loader:
+                x = x.to(device, non_blocking=True)
+            """,
+        not_flagged="moves in the training loop",
+        overrides=("TM201", "TM202"),
+    ),
+    Rule(
+        "TM205",
+        "mixed-device-model",
+        "error",
+        evidence=("live",),
+        what="""
+            Flags a live module instance whose parameters and buffers live on more than one device
+            (often a tensor attribute left behind by TM106 after `model.to(device)`). A model split
+            across devices on purpose, where every submodule sits on one device, is reported as info.
+            """,
+        why="""
+            The forward pass fails with "Expected all tensors to be on the same device", or silently
+            copies between devices on every call.
+            """,
+        example="""
+            model = Net()          # holds self.scale = torch.ones(4), a plain tensor
+            model.to("cuda")       # parameters move, the plain tensor stays on the CPU
+            """,
+        fix="""
+            self.register_buffer("scale", torch.ones(4))   # in __init__: buffers follow .to()
+            model.to(device)
+            """,
+        not_flagged="""
+            models deliberately split (pipeline) are still flagged, but as info when every submodule is on one device
+            """,
+    ),
+]

@@ -1,0 +1,177 @@
+"""TM1xx — model definitions (inside `nn.Module` subclasses)."""
+
+from .model import Rule
+
+RULES = [
+    Rule(
+        "TM101",
+        "tensor-created-in-forward",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags tensor factories (`torch.zeros`, `torch.ones`, `torch.arange`, `torch.tensor`, ...)
+            called without `device=` inside `forward` or a method that `forward` calls.
+            """,
+        why="""
+            The tensor is built on the CPU on every call. Once the model moves to a GPU, `forward`
+            mixes devices and fails, or silently copies every step.
+            """,
+        example="""
+            def forward(self, x):
+                mask = torch.ones(x.shape[0], 10)
+            """,
+        fix="""
+            def forward(self, x):
+                mask = x.new_ones(x.shape[0], 10)  # or torch.ones(..., device=x.device)
+            # constant tensors: self.register_buffer("mask", torch.ones(10)) in __init__
+            """,
+        not_flagged="""
+            factories with a `device=` argument; `*_like` and `x.new_*`; code outside `forward`/methods it calls
+            """,
+    ),
+    Rule(
+        "TM102",
+        "device-move-inside-module",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags `.cuda()`, `.cpu()` and `.to(<device literal or global device>)` on `self`, a
+            parameter, a submodule or an input inside an `nn.Module` method.
+            """,
+        why="""
+            The model decides its own device, so `model.to(device)` by the caller no longer controls
+            where it runs: it breaks on machines without that device and fights multi-GPU wrappers.
+            """,
+        example="""
+            def forward(self, x):
+                x = x.cuda()
+            """,
+        fix="""
+            model = Net().to(device)   # the caller moves model and inputs once
+            # inside the module, follow the input: t.to(x.device)
+            """,
+        not_flagged="""
+            `.to(x.device)`, `.to(x.dtype)`, `.to(self.weight.device)`, `.to(other)` where the argument derives from a tensor; placements that are the point of the code: RPC code returning CPU tensors, pipeline shards moved to a device given by the caller (`x.to(self.device)` with `self.device` a constructor argument)
+            """,
+        overrides=("TM201", "TM202"),
+    ),
+    Rule(
+        "TM103",
+        "mode-switch-inside-module",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags `self.train()`, `self.eval()` and `.train()`/`.eval()` on a submodule inside an
+            `nn.Module` method.
+            """,
+        why="""
+            Training and evaluation mode are the caller's decision; a module that flips its own mode
+            silently overrides `model.eval()` before validation (or `model.train()` after it).
+            """,
+        example="""
+            def forward(self, x):
+                self.eval()
+            """,
+        fix="""
+            model.eval()        # by the caller, before validation
+            model.train()       # and back before training
+            """,
+        not_flagged="""
+            `self.training` reads; `def train(self, mode=True)` overrides calling `super().train(mode)`
+            """,
+    ),
+    Rule(
+        "TM104",
+        "no-grad-inside-module",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags `with torch.no_grad()`, `@torch.no_grad()`, `torch.set_grad_enabled(False)` and
+            `torch.inference_mode` inside an `nn.Module` method.
+            """,
+        why="""
+            The module silently cuts the graph: a caller who wants to backpropagate through it (fine
+            tuning, adversarial inputs, a bigger model) gets no gradient and no error.
+            """,
+        example="""
+            def forward(self, x):
+                with torch.no_grad():
+                    return self.fc(x)
+            """,
+        fix="""
+            with torch.inference_mode():   # the caller decides
+                y = model(x)
+            """,
+        not_flagged="""
+            the same constructs outside module classes; `@torch.no_grad()` on methods other than `forward`/`__call__` (`generate`, `predict`, `sample`), which are inference entry points
+            """,
+        overrides=("TM402",),
+    ),
+    Rule(
+        "TM105",
+        "unregistered-submodules",
+        "error",
+        evidence=("static", "live"),
+        what="""
+            Flags a plain `list`/`tuple`/`dict` of modules or `nn.Parameter`s stored on `self` in a
+            module's `__init__` (also when filled with `.append`). Live: any module instance in the
+            kernel whose attribute holds such a container, e.g. one returned by a helper function.
+            """,
+        why="""
+            PyTorch does not see inside plain containers: those layers are missing from
+            `.parameters()` (the optimizer never trains them), `.to(device)`, `state_dict()` and
+            `.train()/.eval()`.
+            """,
+        example="self.layers = [nn.Linear(64, 64) for _ in range(4)]",
+        fix="""
+            self.layers = nn.ModuleList(nn.Linear(64, 64) for _ in range(4))
+            # dicts: nn.ModuleDict; parameters: nn.ParameterList / nn.ParameterDict
+            """,
+        not_flagged="`nn.ModuleList([...])`, `nn.Sequential(*layers)`, lists of ints/strings/shapes",
+    ),
+    Rule(
+        "TM106",
+        "tensor-attribute-not-buffer",
+        "warning",
+        evidence=("static", "live"),
+        what="""
+            Flags a plain tensor (not an `nn.Parameter`) assigned to `self.<attr>` in a module's
+            `__init__`. Live: a module instance holding a plain tensor attribute.
+            """,
+        why="""
+            Plain tensor attributes do not follow `model.to(device)` / `.half()` and are missing from
+            `state_dict()`: the model breaks on the GPU and the tensor is lost on save/load.
+            """,
+        example="self.scale = torch.ones(16)",
+        fix="""
+            self.register_buffer("scale", torch.ones(16))   # persistent=False to keep it out of state_dict
+            """,
+        not_flagged="""
+            `nn.Parameter(...)`, `register_buffer(...)`; live: instances of classes that move their own tensors (the class or a base other than `nn.Module` overrides `_apply`, as metric libraries do), and any module whose class is defined outside the user's code
+            """,
+    ),
+    Rule(
+        "TM107",
+        "detach-in-forward",
+        "info",
+        evidence=("static",),
+        what="Flags `.detach()` and `.data` on intermediates inside `forward`.",
+        why="""
+            Gradients stop flowing at that point: every layer before it stops learning, with no error.
+            """,
+        example="""
+            def forward(self, x):
+                h = self.encoder(x).detach()
+                return self.head(h)
+            """,
+        fix="""
+            def forward(self, x):
+                h = self.encoder(x)        # keep the graph, unless a stop-gradient is intended
+                return self.head(h)
+            """,
+        not_flagged="""
+            `.detach()` outside `forward`; `torch.no_grad` blocks (TM104 covers those); a detach under an explicit freeze switch (`if config.fix_emb:`)
+            """,
+        overrides=("TM403",),
+    ),
+]

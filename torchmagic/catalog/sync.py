@@ -1,0 +1,86 @@
+"""TM3xx — CPU-GPU synchronisation."""
+
+from .model import Rule
+
+RULES = [
+    Rule(
+        "TM301",
+        "sync-in-loop",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags `.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `.nonzero()`, `print(<tensor>)` and
+            `torch.cuda.synchronize()` inside a `for`/`while` loop (or comprehension). Calls under
+            `if step % N == 0:` are reported as info; reads after an inner loop (once per epoch) are
+            not reported. The runtime probe confirms the waits.
+            """,
+        why="""
+            Each of these copies a value to the CPU, so the CPU waits until the GPU has finished all
+            queued work — on every iteration. The GPU then idles while Python prepares the next step.
+            """,
+        example="""
+            for x, y in loader:
+                loss = step(x, y)
+                total += loss.item()
+            """,
+        fix="""
+            total = torch.zeros((), device=device)
+            for x, y in loader:
+                total += step(x, y).detach()
+            print(total.item())          # one sync, after the loop
+            """,
+        not_flagged="""
+            the same calls outside loops; `.item()` on an obvious Python number; calls under `if step % N == 0:` are info, not warning; code with no path to an accelerator (nothing moved to CUDA/`device` anywhere in the file, notebook or kernel); tensors known to be on the CPU (live device, or `.cpu()`-ed before); the CPU-only branch of `x.cpu().numpy() if on_gpu else x.numpy()`; loops guarded by `if i == 0` (not a per-iteration sync)
+            """,
+    ),
+    Rule(
+        "TM302",
+        "tensor-in-condition",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags `if`/`while`/`assert`/conditional expressions whose test is a tensor expression
+            (`(t != 0).all()`, `loss < best`, `t.any()`).
+            """,
+        why="""
+            Python needs a `bool`, so the tensor is copied to the CPU: an implicit synchronisation
+            that waits for all queued GPU work, hidden in an innocent-looking `if`.
+            """,
+        example="""
+            if (mask != 0).any():
+                x = x[mask]
+            """,
+        fix="""
+            x = torch.where(mask != 0, x, fill)     # keep the decision on the device
+            # or sync once, deliberately: if bool((mask != 0).any()): ...
+            """,
+        not_flagged="""
+            tests on `.shape`, `.dim()`, `.numel()`, `len()`, `is None`, Python numbers; conditions on CPU tensors (live device, or code with no accelerator path), e.g. a colour chosen per image in a plotting loop
+            """,
+    ),
+    Rule(
+        "TM303",
+        "measured-sync-stall",
+        "warning",
+        evidence=("runtime",),
+        what="""
+            Reports a cell line whose CPU-GPU synchronisations, measured while the cell ran, waited
+            longer than the threshold (default: 10% of the cell's time and at least 5 ms). The
+            message gives the number of synchronisations and the time waited.
+            """,
+        why="""
+            While the CPU waits, it cannot queue more work: the GPU idles between kernels and the
+            whole loop runs at the speed of the round trip.
+            """,
+        example="""
+            for x in batches:
+                if model(x).max() > 0.5:     # 500 syncs, 0.9 s waited
+                    hits += 1
+            """,
+        fix="""
+            hits = sum((model(x).max() > 0.5) for x in batches)   # stays on the device
+            print(int(hits))                                       # one sync
+            """,
+        not_flagged="lines that never synchronised",
+    ),
+]

@@ -1,0 +1,140 @@
+"""TM5xx — the training loop."""
+
+from .model import Rule
+
+RULES = [
+    Rule(
+        "TM501",
+        "missing-zero-grad",
+        "error",
+        evidence=("static",),
+        what="""
+            Flags a loop that calls `.backward()` and `<optimizer>.step()` but never
+            `<optimizer>.zero_grad()` (or `model.zero_grad()`). Reported at the `step()` call.
+            """,
+        why="""
+            `.backward()` adds into `.grad`; without clearing, every step uses the sum of all past
+            gradients and training diverges or stalls — silently.
+            """,
+        example="""
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+        fix="""
+            for x, y in loader:
+                optimizer.zero_grad(set_to_none=True)
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+        not_flagged="""
+            gradient accumulation written on purpose (`zero_grad` under `if (i+1) % k == 0`); optimizers whose `step` takes a context (`DistributedOptimizer.step(context_id)`: distributed autograd has no `zero_grad`)
+            """,
+    ),
+    Rule(
+        "TM502",
+        "scheduler-before-optimizer",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags `<scheduler>.step()` called before `<optimizer>.step()` in the same loop body.
+            Reported at the early scheduler call.
+            """,
+        why="""
+            Since PyTorch 1.1 the scheduler must step after the optimizer; stepping it first skips
+            the first value of the learning-rate schedule (PyTorch warns once, easy to miss).
+            """,
+        example="""
+            for x, y in loader:
+                scheduler.step()
+                loss.backward()
+                optimizer.step()
+            """,
+        fix="""
+            for x, y in loader:
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+            """,
+        not_flagged="schedulers stepped once per epoch after the inner loop",
+    ),
+    Rule(
+        "TM503",
+        "scheduler-epoch-arg",
+        "info",
+        evidence=("static",),
+        what="Flags `scheduler.step(epoch)`: a learning-rate scheduler stepped with an argument.",
+        why="""
+            The `epoch` argument is deprecated: it bypasses the scheduler's own counter, recomputes
+            the rate in closed form (not every scheduler has one) and warns.
+            """,
+        example="scheduler.step(epoch)",
+        fix="scheduler.step()",
+        not_flagged="`ReduceLROnPlateau.step(metric)`",
+    ),
+    Rule(
+        "TM504",
+        "scheduler-get-lr",
+        "info",
+        evidence=("static",),
+        what="Flags `scheduler.get_lr()`.",
+        why="""
+            `get_lr()` computes the value for the scheduler's *current internal step* (and warns
+            when called outside `step()`); for many schedulers it is not the rate the optimizer used.
+            """,
+        example="print(scheduler.get_lr())",
+        fix="print(scheduler.get_last_lr())",
+    ),
+    Rule(
+        "TM505",
+        "inference-in-train-mode",
+        "warning",
+        evidence=("runtime",),
+        what="""
+            Flags a module containing Dropout or BatchNorm layers that ran forward in training mode
+            while gradients were disabled (`no_grad`/`inference_mode`): evaluation without
+            `model.eval()`.
+            """,
+        why="""
+            Dropout keeps dropping units, so predictions are noisy and worse, and BatchNorm updates
+            its running statistics with evaluation data.
+            """,
+        example="""
+            with torch.inference_mode():
+                preds = model(x_val)
+            """,
+        fix="""
+            model.eval()
+            with torch.inference_mode():
+                preds = model(x_val)
+            """,
+        not_flagged="modules without such layers; explicit MC-dropout users can suppress",
+    ),
+    Rule(
+        "TM506",
+        "train-in-eval-mode",
+        "warning",
+        evidence=("runtime",),
+        what="""
+            Flags `.backward()` through a module containing Dropout or BatchNorm layers that ran
+            forward with `training=False`: training after validation without `model.train()`.
+            """,
+        why="""
+            The model trains without dropout and with frozen batch statistics: it overfits or
+            converges to something else, without any error.
+            """,
+        example="""
+            for epoch in range(10):
+                for x, y in train_loader:
+                    loss = criterion(model(x), y); loss.backward(); opt.step()
+                model.eval(); validate(model)
+            """,
+        fix="""
+            for epoch in range(10):
+                model.train()
+                ...
+            """,
+    ),
+]

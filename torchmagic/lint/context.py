@@ -1,0 +1,463 @@
+"""What a rule may ask while the walker stands on a node: where we are (loops, grad mode,
+module and dataset classes), what names and expressions hold, and how to report."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..report import Finding
+from .kinds import (
+    DATASET,
+    DEFAULT_IMPORTS,
+    DEVICE,
+    DICT,
+    DTYPE,
+    LIST,
+    MODULE,
+    MODULE_METHOD_KINDS,
+    MODULE_SELF_METHODS,
+    NDARRAY,
+    NONE,
+    NUMBER,
+    NUMBER_FUNCS,
+    PARAMETER,
+    SHAPE,
+    STRING,
+    TENSOR,
+    TENSOR_KINDS,
+    TENSOR_NON_TENSOR,
+    TENSOR_SEQUENCE_FUNCS,
+    TENSOR_TO_NUMBER,
+    TENSORS,
+    class_path,
+    classify_class,
+    classify_object,
+    is_class,
+    qualified_call_kind,
+)
+
+if TYPE_CHECKING:
+    from .registry import StaticCheck
+
+
+@dataclass
+class ClassInfo:
+    """A class defined in the source, and what it is to PyTorch."""
+
+    name: str
+    kind: str | None  # MODULE, DATASET or None
+    node: ast.ClassDef
+    attrs: dict[str, str | None] = field(default_factory=dict)
+    forward_helpers: frozenset[str] = frozenset()
+    flagged: set[str] = field(default_factory=set)  # attributes a rule already reported
+
+
+@dataclass
+class LoopInfo:
+    """A loop (or comprehension) and every call made anywhere inside its body."""
+
+    node: ast.AST
+    calls: list[ast.Call] = field(default_factory=list)
+    # set once a nested `for`/`while` has been walked: code after it runs once per outer
+    # iteration (an epoch loop around a batch loop), not in the hot path
+    inner_loop_seen: bool = False
+
+
+@dataclass
+class Frame:
+    """A function scope (the module level is the outermost frame)."""
+
+    node: ast.AST | None
+    names: dict[str, str | None] = field(default_factory=dict)
+    values: dict[str, ast.AST] = field(default_factory=dict)  # the expression a name was last bound to
+    loops: list[LoopInfo] = field(default_factory=list)
+    grad: list[str] = field(default_factory=list)
+    cls: ClassInfo | None = None
+    method: str | None = None
+    in_forward: bool = False
+
+
+@dataclass
+class Carry:
+    """What one cell's analysis hands to the next cell of the same notebook: imports, classes,
+    what module-level names hold and which call built them. Never AST nodes of the earlier
+    cell, so no finding can point at another cell's lines."""
+
+    imports: dict[str, str] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    names: dict[str, str | None] = field(default_factory=dict)
+    built: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, ctx: Context) -> Carry:
+        built = {}
+        for name in ctx.frames[0].names:
+            b = ctx.built_by(ast.Name(id=name, ctx=ast.Load()))
+            if b is not None:
+                built[name] = b
+        return cls(dict(ctx.imports), dict(ctx.classes), dict(ctx.frames[0].names), built)
+
+    def into(self, ctx: Context) -> None:
+        ctx.imports.update(self.imports)
+        ctx.classes.update(self.classes)
+        ctx.frames[0].names.update(self.names)
+        ctx.carried_built.update(self.built)
+
+
+class Context:
+    """What a rule may ask while the walker stands on a node."""
+
+    def __init__(self, lines: list[str], namespace: dict[str, Any] | None = None) -> None:
+        self.lines = lines
+        self.namespace = namespace
+        self.imports: dict[str, str] = {}
+        self.classes: dict[str, ClassInfo] = {}
+        self.frames: list[Frame] = [Frame(None)]
+        self.stack: list[ast.AST] = []
+        self.findings: list[Finding] = []
+        self.check: StaticCheck | None = None  # the check being run (set by the walker)
+        self.leaving: LoopInfo | None = None
+        self._live_kinds: dict[str, str | None] = {}
+        self.errors: list[str] = []
+        self.carried_built: dict[str, str] = {}  # builders of names bound in earlier cells
+
+    # ---- where we are -------------------------------------------------------------------
+    @property
+    def frame(self) -> Frame:
+        return self.frames[-1]
+
+    @property
+    def parent(self) -> ast.AST | None:
+        return self.stack[-1] if self.stack else None
+
+    @property
+    def loops(self) -> list[LoopInfo]:
+        return self.frame.loops
+
+    @property
+    def in_loop(self) -> bool:
+        return bool(self.frame.loops)
+
+    @property
+    def cls(self) -> ClassInfo | None:
+        return self.frame.cls
+
+    @property
+    def method(self) -> str | None:
+        return self.frame.method
+
+    @property
+    def in_module_method(self) -> bool:
+        c = self.frame.cls
+        return c is not None and c.kind == MODULE
+
+    @property
+    def in_forward(self) -> bool:
+        return self.in_module_method and self.frame.in_forward
+
+    @property
+    def in_dataset_method(self) -> bool:
+        c = self.frame.cls
+        return c is not None and c.kind == DATASET
+
+    @property
+    def grad_mode(self) -> str | None:
+        """ "no_grad" or "inference_mode" when the current code runs with grad disabled."""
+        g = self.frame.grad
+        return g[-1] if g and g[-1] != "enable_grad" else None
+
+    def source_line(self, lineno: int) -> str:
+        return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
+
+    # ---- reporting ----------------------------------------------------------------------
+    def flag(self, node: ast.AST, message: str, hint: str, *, severity: str | None = None) -> None:
+        check = self.check
+        assert check is not None, "flag() is called from a check during the walk"
+        line, col = getattr(node, "lineno", None), getattr(node, "col_offset", None)
+        func = getattr(node, "func", None)
+        if type(node) is ast.Call and type(func) is ast.Attribute and func.end_lineno != line:
+            # a chained call split over lines: point at the line of `.method(`, not the chain's start
+            line, col = func.end_lineno, func.end_col_offset - len(func.attr)  # type: ignore[operator]
+        self.findings.append(check.rule.finding(message, hint, line=line, col=col, severity=severity))  # type: ignore[arg-type]
+
+    # ---- names --------------------------------------------------------------------------
+    def qualname(self, node: ast.AST) -> str | None:
+        """Dotted name with import aliases resolved: `F.softmax` -> "torch.nn.functional.softmax"."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        root = self.resolve_import(node.id)
+        parts.append(root if root is not None else node.id)
+        return ".".join(reversed(parts))
+
+    def resolve_import(self, name: str) -> str | None:
+        if name in self.imports:
+            return self.imports[name]
+        if self._bound(name):
+            return None
+        live = self._live_module_name(name)
+        if live is not None:
+            return live
+        return DEFAULT_IMPORTS.get(name)
+
+    def _bound(self, name: str) -> bool:
+        return any(name in f.names for f in (self.frame, self.frames[0]))
+
+    def _live_module_name(self, name: str) -> str | None:
+        ns = self.namespace
+        if not ns or name not in ns:
+            return None
+        obj = ns[name]
+        if type(obj).__name__ == "module" and type(obj) is type(sys):
+            mod_name = obj.__dict__.get("__name__")
+            return mod_name if isinstance(mod_name, str) else None
+        return class_path(obj) if is_class(obj) else None
+
+    def bind(self, name: str, kind: str | None, value: ast.AST | None = None) -> None:
+        self.frame.names[name] = kind
+        if value is not None:
+            self.frame.values[name] = value
+        else:
+            self.frame.values.pop(name, None)
+
+    def lookup(self, name: str) -> str | None:
+        for f in (self.frame, self.frames[0]):
+            if name in f.names:
+                return f.names[name]
+        if name in self.imports:
+            return None
+        return self.live_kind(name)
+
+    def origin(self, node: ast.AST) -> ast.AST | None:
+        """The expression a plain name was last assigned from in this cell (None when unknown)."""
+        if not isinstance(node, ast.Name):
+            return None
+        for f in (self.frame, self.frames[0]):
+            if node.id in f.names:
+                return f.values.get(node.id)
+        return None
+
+    def built_by(self, node: ast.AST) -> str | None:
+        """Qualified name of the call that built `node` (directly or through a name it was
+        assigned from): `nn.CrossEntropyLoss()` -> "torch.nn.CrossEntropyLoss". Live objects
+        answer with their class's public path, read from `type(obj)` only."""
+        seen = 0
+        while isinstance(node, ast.Name) and seen < 8:
+            value = self.origin(node)
+            if value is None and node.id in self.carried_built and node.id in self.frames[0].names:
+                return self.carried_built[node.id]
+            if value is None:
+                live = self.live_object(node.id)
+                if live is None or is_class(live):
+                    return None
+                return class_path(type(live))
+            node = value
+            seen += 1
+        if isinstance(node, ast.Call):
+            return self.qualname(node.func)
+        return None
+
+    def live_object(self, name: str) -> Any:
+        """The live object behind a name the source did not bind (None when unknown)."""
+        if self.namespace is None or self._bound(name) or name in self.imports:
+            return None
+        return self.namespace.get(name)
+
+    def live_kind(self, name: str) -> str | None:
+        if self.namespace is None:
+            return None
+        if name not in self._live_kinds:
+            self._live_kinds[name] = classify_object(self.namespace[name]) if name in self.namespace else None
+        return self._live_kinds[name]
+
+    # ---- what an expression holds -------------------------------------------------------
+    def is_tensor(self, node: ast.AST) -> bool:
+        return self.kind(node) in TENSOR_KINDS
+
+    def kind(self, node: ast.AST | None) -> str | None:
+        if node is None:
+            return None
+        t = type(node)
+        if t is ast.Name:
+            return self.lookup(node.id)  # type: ignore[attr-defined]
+        if t is ast.Constant:
+            v = node.value  # type: ignore[attr-defined]
+            if v is None:
+                return NONE
+            if isinstance(v, str):
+                return STRING
+            return NUMBER if isinstance(v, (int, float, complex)) else None
+        if t is ast.Call:
+            return self._call_kind(node)  # type: ignore[arg-type]
+        if t is ast.Attribute:
+            return self._attribute_kind(node)  # type: ignore[arg-type]
+        if t is ast.Subscript:
+            base = self.kind(node.value)  # type: ignore[attr-defined]
+            if base in TENSOR_KINDS:
+                return TENSOR
+            if base == SHAPE:
+                return NUMBER if not isinstance(node.slice, ast.Slice) else SHAPE  # type: ignore[attr-defined]
+            if base == NDARRAY:
+                return NDARRAY  # an array or a numpy scalar: never a tensor
+            return None
+        if t is ast.BinOp:
+            left, right = self.kind(node.left), self.kind(node.right)  # type: ignore[attr-defined]
+            if left in TENSOR_KINDS or right in TENSOR_KINDS:
+                return TENSOR
+            if left == NUMBER and right == NUMBER:
+                return NUMBER
+            return None
+        if t is ast.UnaryOp:
+            k = self.kind(node.operand)  # type: ignore[attr-defined]
+            if isinstance(node.op, ast.Not):  # type: ignore[attr-defined]
+                return TENSOR if k in TENSOR_KINDS else NUMBER
+            return TENSOR if k in TENSOR_KINDS else k
+        if t is ast.Compare:
+            operands = [node.left, *node.comparators]  # type: ignore[attr-defined]
+            if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):  # type: ignore[attr-defined]
+                return NUMBER
+            return TENSOR if any(self.kind(o) in TENSOR_KINDS for o in operands) else NUMBER
+        if t is ast.BoolOp:
+            kinds = {self.kind(v) for v in node.values}  # type: ignore[attr-defined]
+            return TENSOR if kinds & TENSOR_KINDS else (NUMBER if kinds == {NUMBER} else None)
+        if t is ast.IfExp:
+            a, b = self.kind(node.body), self.kind(node.orelse)  # type: ignore[attr-defined]
+            return a if a == b else None
+        if t is ast.NamedExpr:
+            return self.kind(node.value)  # type: ignore[attr-defined]
+        if t in (ast.List, ast.ListComp):
+            return LIST
+        if t in (ast.Dict, ast.DictComp):
+            return DICT
+        if t is ast.JoinedStr:
+            return STRING
+        return None
+
+    def _attribute_kind(self, node: ast.Attribute) -> str | None:
+        attr = node.attr
+        value = node.value
+        if attr in ("weight", "bias") and isinstance(value, ast.Attribute):
+            # `model.fc.weight`: a parameter of a submodule of a known module
+            root: ast.AST = value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id != "self" and self.lookup(root.id) == MODULE:
+                return PARAMETER
+        if isinstance(value, ast.Name) and value.id == "self" and self.frame.cls is not None:
+            return self.frame.cls.attrs.get(attr)
+        q = self.qualname(node)
+        if q is not None and q.startswith("torch.") and q.count(".") >= 1:
+            tail = q.rsplit(".", 1)[1]
+            if (
+                q.startswith("torch.float")
+                or q.startswith("torch.int")
+                or tail in ("bfloat16", "half", "bool", "long", "double")
+            ):
+                return DTYPE
+        base = self.kind(value)
+        if base in TENSOR_KINDS:
+            if attr == "shape":
+                return SHAPE
+            if attr in ("T", "mT", "H", "mH", "data", "grad", "real", "imag"):
+                return TENSOR
+            if attr == "device":
+                return DEVICE
+            if attr == "dtype":
+                return DTYPE
+            if attr in ("ndim", "is_cuda", "requires_grad", "is_leaf"):
+                return NUMBER
+        if base == MODULE and attr in ("weight", "bias"):
+            return PARAMETER
+        return None
+
+    def _call_kind(self, node: ast.Call) -> str | None:
+        func = node.func
+        q = self.qualname(func)
+        if q is not None:
+            k = qualified_call_kind(q)
+            if k is not None:
+                return k
+            head = q.split(".", 1)[0]
+            if head in self.classes and "." not in q:
+                return self.classes[head].kind
+            if isinstance(func, ast.Name):
+                if func.id in NUMBER_FUNCS:
+                    return NUMBER
+                if func.id in ("str", "repr", "format"):
+                    return STRING
+                if func.id == "list":
+                    return LIST
+                if func.id == "dict":
+                    return DICT
+                callee = self.lookup(func.id)
+                if callee == MODULE:
+                    return TENSOR  # calling a module runs forward
+                cls = self.live_object(func.id)
+                if is_class(cls):
+                    return classify_class(cls)
+                return None
+        if isinstance(func, ast.Attribute):
+            recv = self.kind(func.value)
+            m = func.attr
+            if recv in TENSOR_KINDS:
+                if m in TENSOR_TO_NUMBER or m.startswith(("is_", "has_")):
+                    return NUMBER
+                if m in TENSOR_NON_TENSOR:
+                    if m == "size" and node.args:
+                        return NUMBER
+                    return TENSOR_NON_TENSOR[m]
+                if m in TENSOR_SEQUENCE_FUNCS:
+                    return TENSORS
+                if m[:1] == "_" or (m == "type" and not node.args and not node.keywords):
+                    return None  # dunder/private protocol methods; `x.type()` is a string
+                return TENSOR
+            if recv == MODULE:
+                if m in MODULE_SELF_METHODS:
+                    return MODULE
+                if m in MODULE_METHOD_KINDS:
+                    return MODULE_METHOD_KINDS[m]
+                if m == "forward":
+                    return TENSOR
+                return None
+            if recv == NDARRAY:
+                return {"tolist": LIST, "item": NUMBER}.get(m, NDARRAY)
+            if recv == SHAPE and m == "numel":
+                return NUMBER
+            if isinstance(func.value, ast.Name) and func.value.id == "self" and self.frame.cls is not None:
+                if self.frame.cls.attrs.get(m) == MODULE:
+                    return TENSOR
+        return None
+
+
+_GRAD_CONTEXTS = {
+    "torch.no_grad": "no_grad",
+    "torch.inference_mode": "inference_mode",
+    "torch.enable_grad": "enable_grad",
+    "torch.autograd.grad_mode.no_grad": "no_grad",
+    "torch.autograd.no_grad": "no_grad",
+}
+
+
+def grad_context(ctx: Context, expr: ast.AST) -> str | None:
+    """ "no_grad"/"inference_mode"/"enable_grad" for `torch.no_grad()`-like expressions."""
+    call = expr
+    if isinstance(expr, ast.Call):
+        call = expr.func
+        q = ctx.qualname(call)
+        if q == "torch.set_grad_enabled" and expr.args:
+            a = expr.args[0]
+            if isinstance(a, ast.Constant) and a.value is False:
+                return "no_grad"
+            return "enable_grad"
+        if q == "torch.inference_mode" and expr.args:
+            a = expr.args[0]
+            if isinstance(a, ast.Constant) and a.value is False:
+                return None
+    q = ctx.qualname(call)
+    return _GRAD_CONTEXTS.get(q) if q else None

@@ -1,0 +1,25 @@
+"""Small AST helpers shared by the walker and the rules."""
+
+from __future__ import annotations
+
+import ast
+
+
+def terminal_name(func: ast.AST) -> str | None:
+    """`a.b.c` -> "c", `f` -> "f"."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def keyword(call: ast.Call, name: str) -> ast.AST | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def has_kwargs_splat(call: ast.Call) -> bool:
+    return any(kw.arg is None for kw in call.keywords)

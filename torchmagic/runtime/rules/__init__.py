@@ -1,0 +1,7 @@
+"""Every module in this package is a runtime rule; importing it registers it."""
+
+import importlib
+import pkgutil
+
+for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    importlib.import_module(f"{__name__}.{_info.name}")
