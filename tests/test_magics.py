@@ -198,9 +198,57 @@ def test_unload_removes_every_hook(shell) -> None:
     assert len(shell.events.callbacks["pre_run_cell"]) == before_pre - 1
     assert "torchcheck" not in shell.magics_manager.magics["cell"]
     assert not any(type(c).__name__ == "TorchCheck" for c in shell.configurables)
+    assert "TorchCheckMagics" not in shell.magics_manager.registry
     result = shell.run_cell("%%torchcheck\n1\n")
     assert result.error_in_exec is not None or result.error_before_exec is not None
     shell.run_cell("%load_ext torchmagic")
+
+
+def test_unload_lets_the_extension_and_its_last_report_go(shell) -> None:
+    import gc
+    import weakref
+
+    import torchmagic.extension as ext
+
+    run(shell, "%%torchcheck\nimport torch\nkept = torch.ones(3)\n")
+    loaded = ext._loaded[id(shell)]
+    refs = [weakref.ref(loaded), weakref.ref(loaded.check), weakref.ref(torchmagic.last_report())]
+    del loaded
+    shell.run_cell("%unload_ext torchmagic")
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+    shell.run_cell("%load_ext torchmagic")
+
+
+def test_help_shows_the_options(shell) -> None:
+    with capture_output() as cap:
+        shell.run_cell("%torchcheck?")
+    out = cap.stdout
+    for option in ("--select", "--ignore", "--no-scan", "--no-trace", "--display", "on,off,status"):
+        assert option in out, option
+
+
+def test_blank_line_before_the_magic_line_still_checks(shell) -> None:
+    run(shell, "\n   \n" + TM101_CELL)
+    report = torchmagic.last_report()
+    assert report is not None and [f.rule for f in report.findings] == ["TM101"]
+
+
+def test_load_ext_inside_a_string_is_not_a_control_cell(shell) -> None:
+    shell.run_cell("%torchcheck on")
+    try:
+        run(shell, "import torch\nnote = 'run %load_ext torchmagic first'\nz = torch.zeros(2).cuda()\n")
+        report = torchmagic.last_report()
+        assert report is not None and [f.rule for f in report.findings] == ["TM201"]
+    finally:
+        shell.run_cell("%torchcheck off")
+
+
+def test_bad_cell_options_are_reported_and_the_cell_still_checked(shell) -> None:
+    run(shell, TM101_CELL.replace("%%torchcheck", "%%torchcheck --colour red"))
+    report = torchmagic.last_report()
+    assert [f.rule for f in report.findings] == ["TM101"]
+    assert any("--colour" in e for e in report.errors)
 
 
 def test_loading_twice_is_harmless(shell) -> None:

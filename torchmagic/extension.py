@@ -110,8 +110,11 @@ def magic_line(raw_cell: str) -> str | None:
 
 
 def is_control_cell(raw_cell: str) -> bool:
-    """Cells that only load, configure or switch torchmagic: nothing of the user's to report."""
-    lines = [ln.strip() for ln in raw_cell.strip().splitlines() if ln.strip()]
+    """Cells that only load, configure or switch torchmagic (comments aside): nothing of the
+    user's to report."""
+    lines = [
+        ln.strip() for ln in raw_cell.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")
+    ]
     return bool(lines) and all(
         any(ln == m or ln.startswith(m + " ") or ln.startswith(m + ".") for m in _CONTROL_MAGICS)
         for ln in lines
@@ -229,8 +232,8 @@ class TorchMagic:
             manager.magics[kind].pop(MAGIC, None)
         if manager.registry.get(type(self.magics).__name__) is self.magics:
             del manager.registry[type(self.magics).__name__]
-        if self.config in sh.configurables:
-            sh.configurables.remove(self.config)
+        # register_magics also made the magics instance a configurable of the shell
+        sh.configurables[:] = [c for c in sh.configurables if c is not self.magics and c is not self.config]
         if self.channel is not None:
             try:
                 self.channel.close()

@@ -95,7 +95,7 @@ RULES = [
         evidence=("static", "runtime"),
         what="""
             Flags `.numpy()` directly on a model output or loss with no `.detach()` in the chain
-            (live: on any tensor that requires grad).
+            (and, when the cell fails with "Can't call numpy() on Tensor that requires grad", the line that raised).
             """,
         why="""
             It raises "Can't call numpy() on Tensor that requires grad" — usually only at the end of

@@ -25,11 +25,16 @@ class CellNames:
     parsed: bool = True
     # (class name, attribute) -> first line of `self.<attribute> = ...` in a class the cell defines
     self_attrs: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (dotted name, attribute) -> last line of `<name>.<attribute> = ...` at the top level
+    attr_sets: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def attribute_line(self, class_name: str, attr: str, instance: str) -> int | None:
         """Where a live object's attribute problem is best fixed: the `self.<attr> = ...` line
-        when the cell defines the class, else the line that made the instance."""
+        when the cell defines the class, the `<instance>.<attr> = ...` line when the cell sets
+        it from outside, else the line that made the instance."""
         line = self.self_attrs.get((class_name, attr))
+        if line is None:
+            line = self.attr_sets.get((instance, attr))
         return line if line is not None else self.line_of(instance)
 
     def line_of(self, name: str) -> int | None:
@@ -113,8 +118,24 @@ def _bind(target: ast.AST, line: int, out: CellNames) -> None:
     elif isinstance(target, ast.Starred):
         _bind(target.value, line, out)
     elif isinstance(target, (ast.Subscript, ast.Attribute)):
+        if isinstance(target, ast.Attribute):
+            owner = _dotted(target.value)
+            if owner is not None:
+                out.attr_sets[(owner, target.attr)] = line
         base = target.value
         while isinstance(base, (ast.Subscript, ast.Attribute)):
             base = base.value
         if isinstance(base, ast.Name):
             out.mutated[base.id] = max(out.mutated.get(base.id, 0), line)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """`net.encoder` for a chain of names and attributes, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))

@@ -194,7 +194,16 @@ def _holds_modules(ctx: Context, value: ast.AST) -> bool:
         return _holds_modules(ctx, value.left) or _holds_modules(ctx, value.right)
     else:
         return False
-    return any(ctx.kind(i) in (MODULE, PARAMETER) or _holds_modules(ctx, i) for i in items)
+    return any(
+        (ctx.kind(i) in (MODULE, PARAMETER) and not _registered_alias(i)) or _holds_modules(ctx, i)
+        for i in items
+    )
+
+
+def _registered_alias(item: ast.AST) -> bool:
+    """`self.encoder`: a module assigned to an attribute is registered already, so a list of
+    them (an iteration order, `self.order = [self.a, self.b]`) hides nothing from PyTorch."""
+    return isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name) and item.value.id == "self"
 
 
 @check("TM105", nodes=(ast.Assign, ast.AnnAssign), calls={"append", "extend", "insert"})
