@@ -9,7 +9,7 @@
    `str()` on every variable (what a generic notebook variable explorer does; it also reads
    every tensor's values, which on a GPU means a device sync and a copy per tensor).
 2. Forward-hook tracing: the extra time per module call with the ShapeTracer alone and with
-   ShapeTracer + ModeChecks (what a checked cell installs), on a model of cheap modules.
+   ShapeTracer + ModeRecorder (what a checked cell installs), on a model of cheap modules.
 
 Targets: scan ≤ 20 ms for 10,000 tensors + a 1,000-module model; tracing ≤ 3 µs per call.
 """
@@ -20,15 +20,13 @@ import argparse
 import os
 import statistics
 import time
-from types import SimpleNamespace
 
 import torch
 from torch import nn
 
-from torchmagic.live.rules import live_findings
-from torchmagic.live.scan import scan_namespace
-from torchmagic.runtime import CellRun
-from torchmagic.runtime.modes import ModeChecks
+from torchmagic.live.scan import LiveScan
+from torchmagic.run import CellRun
+from torchmagic.runtime.modes import ModeRecorder
 from torchmagic.runtime.shapes import ShapeTracer
 
 
@@ -58,19 +56,27 @@ def cpu_timed(fn, repeat: int) -> list[float]:
     return out
 
 
+def analyze(scan: LiveScan, ns: dict) -> None:
+    """What a checked cell does after it ran: one namespace walk, records, live checks."""
+    run = CellRun(ns, "x = 1\n")
+    try:
+        scan.analyze(run, [])
+    finally:
+        run.release()
+
+
 def bench_scan(n_tensors: int, n_modules: int, repeat: int) -> None:
     ns = namespace(n_tensors, n_modules)
-    first, previous = scan_namespace(ns)
+    warm = LiveScan()
+    analyze(warm, ns)
 
     def fresh() -> None:
         # Every tensor new to the scan (the first checked cell, or a cell that rebinds all).
-        result, _ = scan_namespace(ns, previous=previous, raw_cell="x = 1\n")
-        live_findings(result, [])
+        analyze(LiveScan(), ns)
 
     def repeated() -> None:
         # The usual next cell: the same objects, records kept where metadata is unchanged.
-        result, _ = scan_namespace(ns, previous=previous, raw_cell="x = 1\n", cache=first.cache)
-        live_findings(result, [])
+        analyze(warm, ns)
 
     def inspector() -> None:
         for value in ns.values():
@@ -97,9 +103,6 @@ def bench_hooks(n_modules: int, repeat: int) -> None:
     x = torch.ones(1)
     calls = n_modules + 1
 
-    class Shell:
-        user_ns = {"model": model}
-
     def per_call() -> float:
         return min(timed(lambda: model(x), repeat)) / calls
 
@@ -107,11 +110,9 @@ def bench_hooks(n_modules: int, repeat: int) -> None:
     results = {}
     for label, collectors in (
         ("ShapeTracer", [ShapeTracer()]),
-        ("ShapeTracer + ModeChecks", [ShapeTracer(), ModeChecks()]),
+        ("ShapeTracer + ModeRecorder", [ShapeTracer(), ModeRecorder()]),
     ):
-        run = CellRun(
-            shell=Shell(), config=SimpleNamespace(trace_shapes=True, cudnn_shape_limit=8), raw_cell=""
-        )
+        run = CellRun({"model": model}, "")
         for c in collectors:
             c.start(run)
         try:

@@ -114,6 +114,10 @@ def test_load_opens_a_comm_with_hello_and_registers_the_target(comms) -> None:
     assert c.target_name == TARGET
     assert c.open_data["type"] == "hello" and c.open_data["channel"] == channel.channel
     assert comms.manager.targets[TARGET] == channel._on_open
+    # the panel explains a rule from the catalog the kernel sends
+    rules = {r["id"]: r for r in c.open_data["catalog"]}
+    assert rules["TM301"]["name"] == "sync-in-loop" and rules["TM301"]["fix"]
+    assert rules["TM106"]["evidence"] == ["static", "live"]
 
 
 def test_send_posts_the_report_dict(comms) -> None:

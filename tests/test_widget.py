@@ -5,15 +5,8 @@ from __future__ import annotations
 import ipywidgets
 
 from torchmagic.report import Finding, ModuleRecord, Report, ShapeRecord, SyncRecord, TensorRecord
-from torchmagic.views.widget import (
-    ReportView,
-    findings_table,
-    render_widget,
-    shapes_table,
-    sort_tensors,
-    syncs_table,
-    tensors_table,
-)
+from torchmagic.views.html import findings_table, shapes_table, sort_tensors, syncs_table, tensors_table
+from torchmagic.views.widget import ReportView, render_widget
 
 EVIL = "<script>alert(1)</script>"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -77,7 +70,7 @@ def test_view_structure_and_titles():
 def test_findings_table_columns():
     html = findings_table(report().sorted_findings())
     assert html.index("TM402") < html.index("TM105")  # line 1 before line 3
-    assert "<th>line</th><th>rule</th><th>message</th><th>fix</th>" in html
+    assert "<th>severity</th><th>where</th><th>rule</th><th>message and fix</th>" in html
 
 
 def test_tensor_sorting_and_changed_highlight():
@@ -86,7 +79,7 @@ def test_tensor_sorting_and_changed_highlight():
     assert [t.name for t in sort_tensors(r.tensors, "name", descending=False)] == [EVIL, "mid", "small"]
     assert [t.name for t in sort_tensors(r.tensors, "size", descending=False)][0] == "small"
     html = tensors_table(r.tensors)
-    assert html.count("tmw-changed") == 2  # the css rule and the one changed row
+    assert html.count("tm-changed") == 1  # the one changed row (the css lives in the wrapper)
 
 
 def test_sort_control_updates_tensor_pane():
@@ -198,3 +191,43 @@ def test_older_views_are_frozen_and_release_their_report():
     bundle = first._repr_mimebundle_()
     assert "&lt;script&gt;" in bundle["text/html"] and WIDGET_MIME in bundle
     first._sort.value = "name"  # ignored, no error
+
+
+def test_every_view_shows_symbolic_sizes_evidence_and_notes_the_same_way() -> None:
+    import io
+
+    from rich.console import Console
+
+    from torchmagic.report import Finding, ShapeRecord, TensorRecord
+    from torchmagic.views.html import render_html
+    from torchmagic.views.terminal import TerminalReport, render_text
+
+    report = Report(
+        findings=[
+            Finding(
+                "TM401",
+                "graph-kept-alive",
+                "warning",
+                7,
+                4,
+                "`losses.append(loss)` keeps the autograd graph of every iteration alive.",
+                "Store `loss.item()`.",
+                object="losses",
+                evidence=("static", "live"),
+                notes=("`losses` holds 3 tensors with `grad_fn`.",),
+            )
+        ],
+        tensors=[TensorRecord("nested", [2, -1], "float32", "cpu", 64, False, None, False, True)],
+        shape_trace=[ShapeRecord("net.0", "Linear", 1, [[-1, 4]], [[-1, 2]], "cpu")],
+    )
+    view = ReportView(report)
+    widget = " ".join(p.value for p in view._panes)
+    static = render_html(report)
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(TerminalReport(report))
+    for text in (widget, static, buf.getvalue()):
+        assert "static + live" in text
+        assert "3 tensors with" in text
+        assert "?×4 → ?×2" in text.replace("<code>", "").replace("</code>", "")
+    assert "2×?" in widget and "2×?" in static
+    assert "also: `losses` holds 3 tensors" in render_text(report)

@@ -149,9 +149,15 @@ class SidebarChannel:
 
     # ---- comm plumbing ----------------------------------------------------------------------
     def _hello(self) -> dict[str, Any]:
-        from .. import __version__
+        from .. import __version__, catalog
 
-        return {"type": "hello", "channel": self.channel, "version": __version__}
+        # the rule docs, so the panel can explain a finding's rule without asking again
+        return {
+            "type": "hello",
+            "channel": self.channel,
+            "version": __version__,
+            "catalog": [r.to_dict() for r in catalog.all_rules()],
+        }
 
     def _adopt(self, c: Any) -> None:
         comm_id = getattr(c, "comm_id", None) or uuid.uuid4().hex

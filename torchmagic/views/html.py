@@ -1,23 +1,25 @@
-"""Static HTML view of a Report: what a notebook shows inline, and what an exported file keeps.
+"""HTML of a Report: the tables, colours and styles that the widget and the static view share.
 
-Every interpolated value goes through `html.escape`: names, messages and code lines come
-from the user's cell and namespace.
+The static view (`render_html`) is what an exported notebook keeps and what shows where
+widgets cannot render; the widget (`views/widget.py`) puts the same tables in tabs. Every
+interpolated value goes through `html.escape`: names, messages and code lines come from the
+user's cell and namespace.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 from typing import Any
 
-from ..report import Finding, Report
+from ..report import Finding, ModuleRecord, Report, ShapeRecord, SyncRecord, TensorRecord
 from .summary import human_bytes, human_seconds, summary_line
 
 SEVERITY_COLOURS = {"error": "#d32f2f", "warning": "#ef6c00", "info": "#1976d2"}
-MAX_ROWS = 50  # static tables; the widget and the sidebar page through everything
+MAX_ROWS = 50  # rows per static table; the widget and the sidebar page through everything
 
-_STYLE = """<style>
+STYLE = """<style>
 .tm-report{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:12.5px;
  color:var(--jp-ui-font-color1,#222);margin:2px 0}
 div.tm-report table{border-collapse:collapse;margin:3px 0;width:auto;table-layout:auto}
@@ -26,24 +28,15 @@ div.tm-report table td,div.tm-report table th{padding:2px 8px;text-align:left!im
 div.tm-report table th{font-weight:600;color:var(--jp-ui-font-color2,#555)}
 div.tm-report table tbody tr:nth-child(odd){background:transparent}
 .tm-report code{font-family:var(--jp-code-font-family,monospace);font-size:12px}
-.tm-sev{display:inline-block;min-width:52px;font-weight:600}
 div.tm-report td.tm-nowrap{white-space:nowrap}
-.tm-fix{color:var(--jp-ui-font-color2,#555)}
+.tm-muted{color:var(--jp-ui-font-color2,#666)}
 .tm-summary{font-weight:600}
-.tm-clean{color:var(--jp-ui-font-color2,#666)}
 .tm-report details{margin:2px 0}
 .tm-report summary{cursor:pointer;color:var(--jp-ui-font-color2,#555)}
-.tm-changed td{background:var(--jp-warn-color3,#fff8e1)}
+div.tm-report tr.tm-changed td{background:var(--jp-warn-color3,#fff8e1)}
+.tm-badge{font-size:11px;color:var(--jp-ui-font-color2,#666);border:1px solid var(--jp-border-color2,#ccc);
+ border-radius:3px;padding:0 3px;margin-left:4px;white-space:nowrap}
 </style>"""
-
-
-def _cell(value: Any) -> str:
-    return f"<td>{escape(str(value))}</td>"
-
-
-def _code(value: Any) -> str:
-    return f"<td><code>{escape(str(value))}</code></td>"
-
 
 _BACKTICKS = re.compile(r"`([^`]+)`")
 
@@ -53,119 +46,201 @@ def inline_code(text: str) -> str:
     return _BACKTICKS.sub(r"<code>\1</code>", escape(text))
 
 
-def finding_rows(findings: Iterable[Finding]) -> str:
+def shape_text(shape: Sequence[int]) -> str:
+    """`32×128`; symbolic sizes (nested or dynamic dimensions, recorded as -1) are `?`."""
+    return "×".join("?" if d < 0 else str(d) for d in shape) if shape else "scalar"
+
+
+def _td(value: Any, code: bool = False) -> str:
+    text = escape(str(value))
+    return f"<td><code>{text}</code></td>" if code else f"<td>{text}</td>"
+
+
+def _limit(n: int, limit: int | None) -> int:
+    return n if limit is None or limit <= 0 else min(n, limit)
+
+
+def table(headers: Sequence[str], rows: Sequence[str], total: int) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    more = f"<div class='tm-muted'>showing {len(rows)} of {total} rows</div>" if total > len(rows) else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
+
+
+def empty(what: str) -> str:
+    return f"<div class='tm-muted'>{escape(what)}</div>"
+
+
+def wrap(body: str) -> str:
+    """A fragment as a standalone block with the shared styles."""
+    return f"{STYLE}<div class='tm-report'>{body}</div>"
+
+
+# ---- tables ------------------------------------------------------------------------------------
+
+
+def evidence_badge(f: Finding) -> str:
+    kinds = f.evidence or (f.source,)
+    return f"<span class='tm-badge'>{escape(' + '.join(kinds))}</span>"
+
+
+def finding_message(f: Finding) -> str:
+    """The message, the notes the other evidence added, and the fix."""
+    notes = "".join(f"<br><span class='tm-muted'>also: {inline_code(n)}</span>" for n in f.notes)
+    return f"{inline_code(f.message)}{notes}<br><span class='tm-muted'>fix: {inline_code(f.hint)}</span>"
+
+
+def findings_table(findings: Sequence[Finding], limit: int | None = MAX_ROWS) -> str:
+    if not findings:
+        return empty("No findings.")
     rows = []
-    for f in findings:
+    for f in findings[: _limit(len(findings), limit)]:
         colour = SEVERITY_COLOURS.get(f.severity, "#555")
-        where = f"line {f.line}" if f.line is not None else escape(f.object or "live")
+        # the message names a live object; the line column names it only when there is no line
+        where = f"line {f.line}" if f.line is not None else f"<code>{escape(f.object or 'live')}</code>"
         rows.append(
             "<tr>"
-            f'<td class="tm-nowrap"><span class="tm-sev" style="color:{colour}">{escape(f.severity)}</span></td>'
-            f'<td class="tm-nowrap">{where}</td>'
-            f'<td class="tm-nowrap"><b>{escape(f.rule)}</b> {escape(f.name)}</td>'
-            f"<td>{inline_code(f.message)}<br><span class='tm-fix'>fix: {inline_code(f.hint)}</span></td>"
+            f"<td class='tm-nowrap'><b style='color:{colour}'>{escape(f.severity)}</b></td>"
+            f"<td class='tm-nowrap'>{where}</td>"
+            f"<td class='tm-nowrap'><b>{escape(f.rule)}</b> {escape(f.name)}{evidence_badge(f)}</td>"
+            f"<td>{finding_message(f)}</td>"
             "</tr>"
         )
-    return "".join(rows)
+    return table(["severity", "where", "rule", "message and fix"], rows, len(findings))
 
 
-def _table(headers: Sequence[str], rows: Sequence[str]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+# Sort keys of the tensors table: label -> (key function, descending by default)
+TENSOR_SORTS: dict[str, tuple[Callable[[TensorRecord], Any], bool]] = {
+    "name": (lambda t: t.name, False),
+    "size": (lambda t: t.nbytes, True),
+    "shape": (lambda t: (len(t.shape), t.shape), True),
+    "dtype": (lambda t: t.dtype, False),
+    "device": (lambda t: t.device, False),
+    "grad": (lambda t: (t.grad_fn is not None, t.requires_grad), True),
+    "changed": (lambda t: t.changed, True),
+}
 
 
-def _section(
-    title: str,
-    items: Sequence[Any],
-    headers: Sequence[str],
-    row: Callable[[Any], str],
-    count: int | None = None,
+def sort_tensors(
+    tensors: Sequence[TensorRecord], key: str = "size", descending: bool | None = None
+) -> list[TensorRecord]:
+    fn, default_desc = TENSOR_SORTS.get(key, TENSOR_SORTS["size"])
+    desc = default_desc if descending is None else descending
+    try:
+        return sorted(tensors, key=fn, reverse=desc)
+    except TypeError:
+        return list(tensors)
+
+
+def tensors_table(
+    tensors: Sequence[TensorRecord],
+    key: str = "size",
+    descending: bool | None = None,
+    limit: int | None = MAX_ROWS,
 ) -> str:
-    if not items:
-        return ""
-    shown = items[:MAX_ROWS]
-    more = (
-        f"<div class='tm-clean'>… {len(items) - len(shown)} more rows not shown</div>"
-        if len(items) > len(shown)
-        else ""
+    if not tensors:
+        return empty("No tensors in the namespace.")
+    ordered = sort_tensors(tensors, key, descending)
+    rows = []
+    for t in ordered[: _limit(len(ordered), limit)]:
+        cls = " class='tm-changed'" if t.changed else ""
+        grad = t.grad_fn or ("requires_grad" if t.requires_grad else "")
+        notes = [t.kind] if t.kind not in ("tensor", "") else []
+        if t.is_view:
+            notes.append("view")
+        if t.contiguous is False:
+            notes.append("non-contiguous")
+        rows.append(
+            f"<tr{cls}>{_td(t.name, code=True)}{_td(shape_text(t.shape))}{_td(t.dtype)}{_td(t.device)}"
+            f"{_td(human_bytes(t.nbytes))}{_td(grad)}{_td(', '.join(notes))}</tr>"
+        )
+    return table(["name", "shape", "dtype", "device", "size", "grad", "notes"], rows, len(ordered))
+
+
+def modules_table(modules: Sequence[ModuleRecord], limit: int | None = MAX_ROWS) -> str:
+    if not modules:
+        return empty("No modules in the namespace.")
+    rows = []
+    for m in modules[: _limit(len(modules), limit)]:
+        cls = " class='tm-changed'" if m.changed else ""
+        rows.append(
+            f"<tr{cls}>{_td(m.name, code=True)}{_td(m.type)}{_td(f'{m.params:,}')}{_td(f'{m.trainable:,}')}"
+            f"{_td(', '.join(m.devices))}{_td(', '.join(m.dtypes))}{_td('train' if m.training else 'eval')}"
+            f"{_td(human_bytes(m.nbytes))}{_td(m.submodules)}</tr>"
+        )
+    return table(
+        ["name", "type", "params", "trainable", "devices", "dtypes", "mode", "size", "submodules"],
+        rows,
+        len(modules),
     )
-    return f"<details><summary>{escape(title)} ({len(items) if count is None else count})</summary>{_table(headers, [row(i) for i in shown])}{more}</details>"
 
 
-def _shape(s: Any) -> str:
-    return "×".join(str(d) for d in s) if s else "scalar"
+def shapes_table(trace: Sequence[ShapeRecord], limit: int | None = MAX_ROWS) -> str:
+    if not trace:
+        return empty("No forward passes ran in this cell.")
+    rows = []
+    for s in trace[: _limit(len(trace), limit)]:
+        indent = "&nbsp;&nbsp;" * max(0, min(int(s.depth or 0), 40))
+        ins = ", ".join(shape_text(x) for x in s.inputs) or "–"
+        outs = ", ".join(shape_text(x) for x in s.outputs) or "–"
+        rows.append(
+            f"<tr><td>{indent}<code>{escape(s.module)}</code></td>{_td(s.type)}"
+            f"<td>{escape(ins)} → {escape(outs)}</td>{_td(s.calls)}{_td(s.dtype or '')}{_td(s.device or '')}</tr>"
+        )
+    return table(["module", "type", "input → output", "calls", "dtype", "device"], rows, len(trace))
 
 
-def _tensor_row(t: Any) -> str:
-    cls = ' class="tm-changed"' if t.changed else ""
-    grad = t.grad_fn or ("requires_grad" if t.requires_grad else "")
-    return (
-        f"<tr{cls}>{_code(t.name)}{_cell(_shape(t.shape))}{_cell(t.dtype)}{_cell(t.device)}"
-        f"{_cell(human_bytes(t.nbytes))}{_cell(grad)}</tr>"
-    )
+def syncs_table(syncs: Sequence[SyncRecord], limit: int | None = MAX_ROWS) -> str:
+    if not syncs:
+        return empty("No CPU-GPU synchronisations were measured.")
+    ordered = sorted(syncs, key=lambda s: -s.seconds)
+    rows = []
+    for s in ordered[: _limit(len(ordered), limit)]:
+        ops = ", ".join(f"{k}×{v}" for k, v in sorted(s.ops.items(), key=lambda kv: -kv[1]))
+        rows.append(
+            f"<tr>{_td(s.line)}{_td(s.count)}{_td(human_seconds(s.seconds))}{_td(ops)}{_td(s.code.strip(), code=True)}</tr>"
+        )
+    return table(["line", "count", "waited", "ops", "code"], rows, len(ordered))
 
 
-def _module_row(m: Any) -> str:
-    return (
-        f"<tr>{_code(m.name)}{_cell(m.type)}{_cell(f'{m.params:,}')}{_cell(f'{m.trainable:,}')}"
-        f"{_cell(', '.join(m.devices))}{_cell(', '.join(m.dtypes))}{_cell('train' if m.training else 'eval')}</tr>"
-    )
+def summary_colour(report: Report) -> str:
+    counts = report.counts()
+    for severity in ("error", "warning"):
+        if counts.get(severity):
+            return SEVERITY_COLOURS[severity]
+    return "#555"
 
 
-def _shape_row(s: Any) -> str:
-    ins = ", ".join(_shape(x) for x in s.inputs)
-    outs = ", ".join(_shape(x) for x in s.outputs)
-    indent = "&nbsp;" * 2 * getattr(s, "depth", 0)
-    return f"<tr><td>{indent}<code>{escape(s.module)}</code></td>{_cell(s.type)}{_cell(f'{ins} → {outs}')}{_cell(s.calls)}</tr>"
+# ---- the static view ---------------------------------------------------------------------------
 
 
-def _sync_row(s: Any) -> str:
-    ops = ", ".join(f"{k}×{v}" for k, v in sorted(s.ops.items(), key=lambda kv: -kv[1]))
-    return f"<tr>{_cell(s.line)}{_code(s.code.strip())}{_cell(s.count)}{_cell(human_seconds(s.seconds))}{_cell(ops)}</tr>"
-
-
-def render_sections(report: Report) -> str:
-    """Collapsed static tables for tensors, modules, shapes and syncs."""
-    syncs = sorted(report.syncs, key=lambda s: -s.seconds)
-    return "".join(
-        [
-            _section(
-                "Tensors", report.tensors, ["name", "shape", "dtype", "device", "size", "grad"], _tensor_row
-            ),
-            _section(
-                "Modules",
-                report.modules,
-                ["name", "type", "params", "trainable", "devices", "dtypes", "mode"],
-                _module_row,
-            ),
-            _section("Shapes", report.shape_trace, ["module", "type", "input → output", "calls"], _shape_row),
-            _section(
-                "Syncs", syncs, ["line", "code", "count", "waited", "ops"], _sync_row, report.sync_count()
-            ),
-        ]
-    )
+def _section(title: str, count: int, body: str) -> str:
+    return f"<details><summary>{escape(title)} ({count})</summary>{body}</details>" if count else ""
 
 
 def render_html(report: Report, *, sections: bool = True) -> str:
-    """The inline block: summary, one row per finding, internal errors, static sections."""
-    summary = escape(summary_line(report))
-    parts = [_STYLE, '<div class="tm-report">']
+    """The inline block: summary, findings, internal errors, then collapsed tables."""
+    parts = []
     findings = report.sorted_findings()
+    summary = escape(summary_line(report))
     if findings:
-        parts.append(f'<div class="tm-summary">{summary}</div>')
-        parts.append(f"<table><tbody>{finding_rows(findings)}</tbody></table>")
+        parts.append(f"<div class='tm-summary' style='color:{summary_colour(report)}'>{summary}</div>")
+        parts.append(findings_table(findings))
     else:
-        parts.append(f'<div class="tm-clean">{summary}</div>')
+        parts.append(f"<div class='tm-muted'>{summary}</div>")
     for err in report.errors:
-        parts.append(f'<div class="tm-clean">⚠ torchmagic internal error: {escape(err)}</div>')
+        parts.append(f"<div class='tm-muted'>⚠ torchmagic internal error: {escape(err)}</div>")
     if sections:
-        parts.append(render_sections(report))
-    parts.append("</div>")
-    return "".join(parts)
+        parts += [
+            _section("Tensors", len(report.tensors), tensors_table(report.tensors)),
+            _section("Modules", len(report.modules), modules_table(report.modules)),
+            _section("Shapes", len(report.shape_trace), shapes_table(report.shape_trace)),
+            _section("Syncs", report.sync_count(), syncs_table(report.syncs)),
+        ]
+    return wrap("".join(parts))
 
 
 class HTMLReport:
-    """Displayable wrapper: HTML in notebooks, the summary line as plain text elsewhere."""
+    """Displayable wrapper: HTML in notebooks, the plain-text view elsewhere."""
 
     def __init__(self, report: Report) -> None:
         self.report = report

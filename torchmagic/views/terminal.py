@@ -1,51 +1,83 @@
-"""Terminal view of a Report: rich when printing to a console, plain text otherwise."""
+"""Terminal view of a Report: a rich renderable, and plain text for logs and `text/plain`."""
 
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..report import Report
+from .html import shape_text
 from .summary import human_seconds, summary_line
 
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+
 _STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _where(line: int | None, obj: str | None) -> str:
+    return f"line {line}" if line is not None else (obj or "live")
 
 
 def render_text(report: Report) -> str:
     """Plain text, one line per finding (used for text/plain and logs)."""
     lines = [summary_line(report)]
     for f in report.sorted_findings():
-        where = f"line {f.line}" if f.line is not None else (f.object or "live")
-        lines.append(f"  {f.severity:<7} {where:<9} {f.rule} {f.name}: {f.message}")
+        lines.append(f"  {f.severity:<7} {_where(f.line, f.object):<9} {f.rule} {f.name}: {f.message}")
+        lines.extend(f"  {'':<7} {'':<9} also: {note}" for note in f.notes)
         lines.append(f"  {'':<7} {'':<9} fix: {f.hint}")
     for err in report.errors:
         lines.append(f"  torchmagic internal error: {err}")
     return "\n".join(lines)
 
 
+class TerminalReport:
+    """A Report as a rich renderable: `Console().print(TerminalReport(report))`."""
+
+    def __init__(self, report: Report, max_rows: int = 20) -> None:
+        self.report = report
+        self.max_rows = max_rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.table import Table
+        from rich.text import Text
+
+        report = self.report
+        yield Text(summary_line(report), style="bold" if report.findings else "dim")
+        for f in report.sorted_findings():
+            head = Text("  ")
+            head.append(f"{f.severity:<7}", style=_STYLES.get(f.severity, ""))
+            head.append(f" {_where(f.line, f.object)}  ")
+            head.append(f"{f.rule} {f.name}", style="bold")
+            evidence = f.evidence or (f.source,)
+            head.append(f"  [{' + '.join(evidence)}]", style="dim")
+            yield head
+            yield Text(f"    {f.message}")
+            for note in f.notes:
+                yield Text(f"    also: {note}", style="dim")
+            yield Text(f"    fix: {f.hint}", style="dim")
+        if report.shape_trace:
+            table = Table(title="shapes", title_justify="left", box=None, padding=(0, 1))
+            for col in ("module", "type", "input → output", "calls"):
+                table.add_column(col)
+            for s in report.shape_trace[: self.max_rows]:
+                ins = ", ".join(shape_text(x) for x in s.inputs) or "–"
+                outs = ", ".join(shape_text(x) for x in s.outputs) or "–"
+                table.add_row("  " * min(s.depth, 20) + s.module, s.type, f"{ins} → {outs}", str(s.calls))
+            yield table
+        if report.syncs:
+            table = Table(title="syncs", title_justify="left", box=None, padding=(0, 1))
+            for col in ("line", "code", "count", "waited"):
+                table.add_column(col)
+            for s in sorted(report.syncs, key=lambda s: -s.seconds)[: self.max_rows]:
+                table.add_row(str(s.line), s.code.strip(), str(s.count), human_seconds(s.seconds))
+            yield table
+        for err in report.errors:
+            yield Text(f"torchmagic internal error: {err}", style="red")
+
+
 def print_rich(report: Report, file: TextIO | None = None) -> None:
     """Print the report with rich (colours, aligned tables) to `file` (stdout by default)."""
     from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
-    console = Console(file=file or sys.stdout, highlight=False, soft_wrap=False)
-    console.print(Text(summary_line(report), style="bold" if report.findings else "dim"))
-    for f in report.sorted_findings():
-        where = f"line {f.line}" if f.line is not None else (f.object or "live")
-        head = Text("  ")
-        head.append(f"{f.severity:<7}", style=_STYLES.get(f.severity, ""))
-        head.append(f" {where}  ")
-        head.append(f"{f.rule} {f.name}", style="bold")
-        console.print(head)
-        console.print(Text(f"    {f.message}"))
-        console.print(Text(f"    fix: {f.hint}", style="dim"))
-    if report.syncs:
-        table = Table(title="syncs", title_justify="left", box=None, padding=(0, 1))
-        for col in ("line", "code", "count", "waited"):
-            table.add_column(col)
-        for s in sorted(report.syncs, key=lambda s: -s.seconds)[:20]:
-            table.add_row(str(s.line), s.code.strip(), str(s.count), human_seconds(s.seconds))
-        console.print(table)
-    for err in report.errors:
-        console.print(Text(f"torchmagic internal error: {err}", style="red"))
+    Console(file=file or sys.stdout, highlight=False, soft_wrap=False).print(TerminalReport(report))
