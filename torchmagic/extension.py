@@ -194,7 +194,6 @@ class TorchMagic:
         self.shell = shell
         self.config = TorchCheck(parent=shell)
         self.check = CellCheck()
-        self.options: CheckOptions | None = None  # of the cell being checked
         self.last: Report | None = None
         self.channel: Any = None
         self.magics = TorchCheckMagics(shell, self)
@@ -279,7 +278,6 @@ class TorchMagic:
         opts, problems = cell_options(self.config, line)
         hidden = getattr(sh, "user_ns_hidden", None)
         compiler = getattr(sh, "compile", None)
-        self.options = opts
         self.check.begin(
             sh.user_ns,
             raw,
@@ -292,8 +290,8 @@ class TorchMagic:
         )
 
     def _end(self, execution_count: int | None) -> None:
-        opts = self.options or self.config.options()
-        self.options = None
+        running = self.check.run
+        opts = running.options if running is not None else self.config.options()
         try:
             report = self.check.end(execution_count)
             if report is None:
