@@ -39,7 +39,13 @@ def notebook(cells: list[tuple[str, str]]) -> str:
     )
 
 
-SYNC = "import torch\nxs = torch.randn(3, 4)\nfor x in xs.unbind():\n    print(x.sum().item())\n"
+SYNC = (
+    "import torch\n"
+    "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+    "xs = torch.randn(3, 4, device=device)\n"
+    "for x in xs.unbind():\n"
+    "    print(x.sum().item())\n"
+)
 
 
 def test_check_py_prints_path_line_col_rule_message(tmp_path: Path) -> None:
@@ -47,7 +53,7 @@ def test_check_py_prints_path_line_col_rule_message(tmp_path: Path) -> None:
     r = run("check", "train.py", cwd=tmp_path)
     assert r.returncode == 1, r.stderr
     assert r.stdout.splitlines() == [
-        "train.py:4:11: TM301 `x.sum().item()` inside a loop makes the CPU wait for the GPU on every iteration."
+        "train.py:5:11: TM301 `x.sum().item()` inside a loop makes the CPU wait for the GPU on every iteration."
     ]
     assert r.stderr == ""
 
@@ -73,11 +79,25 @@ def test_check_notebook_names_cells_by_position_among_all_cells(tmp_path: Path) 
     assert r.returncode == 1, r.stderr
     found = json.loads(r.stdout)
     assert [(f["path"], f["rule"], f["line"], f["col"]) for f in found] == [
-        ("nb.ipynb#cell4", "TM301", 5, 10)
+        ("nb.ipynb#cell4", "TM301", 6, 10)
     ]
     assert set(found[0]) >= {"rule", "name", "severity", "line", "col", "message", "hint", "object", "source"}
     text = run("check", "nb.ipynb", cwd=tmp_path)
-    assert text.stdout.startswith("nb.ipynb#cell4:5:11: TM301 ")
+    assert text.stdout.startswith("nb.ipynb#cell4:6:11: TM301 ")
+
+
+def test_gpu_waits_need_an_accelerator_anywhere_in_the_notebook(tmp_path: Path) -> None:
+    loop = "import torch\nw = torch.randn(3)\nfor x in w:\n    print(x.item())\n"
+    (tmp_path / "cpu.ipynb").write_text(notebook([("code", loop), ("code", "y = w * 2")]))
+    r = run("check", "cpu.ipynb", "--select", "TM3", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == "", r.stdout
+    # the weights go to the GPU two cells later: the loop above reads device values then
+    moved = notebook(
+        [("code", "import torch\nw = load()\nfor x in w:\n    print(x.item())\n"), ("code", "w = w.cuda()")]
+    )
+    (tmp_path / "gpu.ipynb").write_text(moved)
+    r = run("check", "gpu.ipynb", "--select", "TM301", cwd=tmp_path)
+    assert r.stdout.startswith("gpu.ipynb#cell1:4:11: TM301 "), r.stdout
 
 
 def test_notebook_cells_know_what_earlier_cells_built(tmp_path: Path) -> None:
@@ -131,7 +151,7 @@ def test_bad_inputs_get_one_message_each_and_the_rest_is_checked(tmp_path: Path)
     assert "Traceback" not in r.stderr
     errors = sorted(line.split(":")[0] for line in r.stderr.splitlines())
     assert errors == ["broken.ipynb", "deep.py", "latin1.py", "nested.py", "syntax.py"]
-    assert "good.py:4:11: TM301" in r.stdout
+    assert "good.py:5:11: TM301" in r.stdout
     assert "big.py:10002:5: TM203" in r.stdout
 
 

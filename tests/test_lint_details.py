@@ -14,7 +14,7 @@ def only(code: str, rule: str):
 def test_TM301_every_n_steps_is_info_and_every_step_is_warning() -> None:
     code = (
         "import torch\n"
-        "for step, x in enumerate(torch.randn(5, 3).unbind()):\n"
+        "for step, x in enumerate(torch.randn(5, 3).cuda().unbind()):\n"
         "    if step % 100 == 0:\n"
         "        print(x.sum().item())\n"
         "    else:\n"
@@ -22,8 +22,30 @@ def test_TM301_every_n_steps_is_info_and_every_step_is_warning() -> None:
     )
     found = {(f.line, f.severity) for f in check_source(code) if f.rule == "TM301"}
     assert found == {(4, "info"), (6, "warning")}
-    ternary = "for step in range(9):\n    print(loss.item()) if step % 50 == 0 else None\n"
-    assert [f.severity for f in check_source(ternary)] == ["info"]
+    ternary = (
+        "loss = loss.cuda()\nfor step in range(9):\n    print(loss.item()) if step % 50 == 0 else None\n"
+    )
+    assert [f.severity for f in check_source(ternary, select=["TM301"])] == ["info"]
+
+
+def test_TM301_is_silent_without_a_path_to_an_accelerator() -> None:
+    loop = "for step in range(9):\n    print(loss.item())\n"
+    assert check_source(loop) == []
+    # the same loop where the loss may live on a GPU
+    assert [f.line for f in check_source("loss = loss.to(device)\n" + loop)] == [3]
+    assert [f.line for f in check_source("model = model.cuda()\n" + loop, select=["TM301"])] == [3]
+
+
+def test_TM301_quotes_the_else_branch_only_when_it_can_sync() -> None:
+    code = (
+        "import torch\n"
+        "out = torch.randn(3).cuda()\n"
+        "for _ in range(3):\n"
+        "    arr = out.cpu().numpy() if out.is_cuda else out.numpy()\n"
+    )
+    (f,) = check_source(code, select=["TM301"])
+    assert "out.cpu()" in f.message
+    assert not any("`out.numpy()`" in n for n in f.notes)
 
 
 def test_TM501_points_at_the_optimizer_step_and_names_it() -> None:

@@ -47,10 +47,10 @@ def test_syntax_error_is_one_TM000_with_its_line() -> None:
 
 
 def test_magics_keep_line_numbers() -> None:
-    code = "%%torchcheck\n%time x = 1\nfor t in ts:\n    v = t.item()\n"
+    code = "%%torchcheck\n%time x = 1\nfor t in ts:\n    v = t.item()\n!nvidia-smi\nts = ts.to(device)\n"
     assert [(f.line, f.rule) for f in check_source(code)] == [(4, "TM301")]
 
 
 def test_continuation_lines_that_look_like_magics_are_still_python() -> None:
-    code = "import torch\nfor t in ts:\n    ok = (\n        t.sum()\n        != 0\n    )\n    v = t.item()\n"
+    code = "import torch\nfor t in ts:\n    ok = (\n        t.sum()\n        != 0\n    )\n    v = t.item()\nts = ts.to(device)\n"
     assert [(f.line, f.rule) for f in check_source(code)] == [(7, "TM301")]

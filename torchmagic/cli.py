@@ -176,8 +176,10 @@ def lint_file(path: str, select: list[str] | None = None, ignore: list[str] | No
         return path, [], [f"{path}: error: {e}"]
     out: list[dict[str, Any]] = []
     errors: list[str] = []
-    # A notebook's cells share one namespace: what cell 2 builds is known in cell 5.
+    # A notebook's cells share one namespace: what cell 2 builds is known in cell 5, and a
+    # model moved to the GPU in cell 9 makes the `.item()` loop of cell 4 a GPU wait.
     carry = Carry() if path.endswith(".ipynb") else None
+    results = []
     for unit in units:
         try:
             result = lint(unit.code, path=unit.label, select=select, ignore=ignore, carry=carry)
@@ -186,8 +188,10 @@ def lint_file(path: str, select: list[str] | None = None, ignore: list[str] | No
             errors.append(f"{unit.label}: error: internal error ({type(e).__name__}: {e})")
             continue
         errors.extend(f"{unit.label}: error: internal error in {msg}" for msg in result.errors)
-        findings = result.findings
-        for f in findings:
+        results.append((unit, result))
+    accelerator = any(r.accelerator for _, r in results)
+    for unit, result in results:
+        for f in result.resolved(accelerator):
             if f.rule == "TM000":
                 errors.append(f"{unit.label}:{f.line or 1}: error: {f.message}")
                 continue

@@ -115,9 +115,16 @@ class CellCheck:
                 report.errors.append(f"{c.name} failed: {type(e).__name__}: {e}")
         static: list[Finding] = []
         try:
-            result = lint(run.raw_cell, run.namespace, select=opts.select, ignore=opts.ignore)
+            result = lint(
+                run.raw_cell,
+                run.namespace,
+                select=opts.select,
+                ignore=opts.ignore,
+                post_run=True,
+                accelerator_hint=kernel_uses_accelerator(run),
+            )
             # a cell that does not parse failed in IPython already, with the real traceback
-            static = [f for f in result.findings if f.rule != "TM000"]
+            static = [f for f in result.resolved() if f.rule != "TM000"]
             report.errors.extend(result.errors)
         except Exception as e:
             report.errors.append(f"lint failed: {type(e).__name__}: {e}")
@@ -138,6 +145,19 @@ class CellCheck:
         report.check_s = time.perf_counter() - t0
         report.finished = time.time()
         return report
+
+
+def kernel_uses_accelerator(run: CellRun) -> bool:
+    """Something in this kernel lives on an accelerator: CUDA is in use, or a tensor or model
+    in the namespace sits on a non-CPU device (read from the cell's one namespace walk)."""
+    import torch
+
+    try:
+        if torch.cuda.is_initialized():
+            return True
+    except Exception:
+        pass
+    return run.snapshot().uses_accelerator()
 
 
 def _shown(findings: list[Finding], raw_cell: str, opts: CheckOptions) -> list[Finding]:

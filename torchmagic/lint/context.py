@@ -73,6 +73,7 @@ class Frame:
     node: ast.AST | None
     names: dict[str, str | None] = field(default_factory=dict)
     values: dict[str, ast.AST] = field(default_factory=dict)  # the expression a name was last bound to
+    loop_sources: dict[str, ast.AST] = field(default_factory=dict)  # loop variable -> what it iterates
     loops: list[LoopInfo] = field(default_factory=list)
     grad: list[str] = field(default_factory=list)
     cls: ClassInfo | None = None
@@ -90,6 +91,7 @@ class Carry:
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     names: dict[str, str | None] = field(default_factory=dict)
     built: dict[str, str] = field(default_factory=dict)
+    accelerator: bool = False  # an earlier cell moved something to an accelerator
 
     @classmethod
     def of(cls, ctx: Context) -> Carry:
@@ -98,7 +100,13 @@ class Carry:
             b = ctx.built_by(ast.Name(id=name, ctx=ast.Load()))
             if b is not None:
                 built[name] = b
-        return cls(dict(ctx.imports), dict(ctx.classes), dict(ctx.frames[0].names), built)
+        return cls(
+            dict(ctx.imports),
+            dict(ctx.classes),
+            dict(ctx.frames[0].names),
+            built,
+            ctx.accelerator_seen or ctx.accelerator_hint,
+        )
 
     def into(self, ctx: Context) -> None:
         ctx.imports.update(self.imports)
@@ -110,9 +118,25 @@ class Carry:
 class Context:
     """What a rule may ask while the walker stands on a node."""
 
-    def __init__(self, lines: list[str], namespace: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        lines: list[str],
+        namespace: dict[str, Any] | None = None,
+        *,
+        post_run: bool = False,
+        accelerator_hint: bool = False,
+    ) -> None:
         self.lines = lines
         self.namespace = namespace
+        # the namespace holds what this very source bound when it ran (a checked cell, after it
+        # ran): live values may answer for names the source binds too
+        self.post_run = post_run and namespace is not None
+        # evidence outside this source that something lives on an accelerator (a kernel with
+        # CUDA in use, an earlier notebook cell that moved a model)
+        self.accelerator_hint = accelerator_hint
+        self.accelerator_seen = False  # this source moves something to an accelerator
+        self.default_device_set = False  # torch.set_default_device(...): factories may not be CPU
+        self.gpu_findings: list[Finding] = []  # kept only where there is an accelerator path
         self.imports: dict[str, str] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.frames: list[Frame] = [Frame(None)]
@@ -173,7 +197,17 @@ class Context:
         return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
 
     # ---- reporting ----------------------------------------------------------------------
-    def flag(self, node: ast.AST, message: str, hint: str, *, severity: str | None = None) -> None:
+    def flag(
+        self,
+        node: ast.AST,
+        message: str,
+        hint: str,
+        *,
+        severity: str | None = None,
+        needs_accelerator: bool = False,
+    ) -> None:
+        """Report `node`. `needs_accelerator`: the finding speaks of a GPU and the value's place is
+        unknown; it is kept only when the code (file, notebook or kernel) has an accelerator path."""
         check = self.check
         assert check is not None, "flag() is called from a check during the walk"
         line, col = getattr(node, "lineno", None), getattr(node, "col_offset", None)
@@ -181,7 +215,8 @@ class Context:
         if type(node) is ast.Call and type(func) is ast.Attribute and func.end_lineno != line:
             # a chained call split over lines: point at the line of `.method(`, not the chain's start
             line, col = func.end_lineno, func.end_col_offset - len(func.attr)  # type: ignore[operator]
-        self.findings.append(check.rule.finding(message, hint, line=line, col=col, severity=severity))  # type: ignore[arg-type]
+        f = check.rule.finding(message, hint, line=line, col=col, severity=severity)  # type: ignore[arg-type]
+        (self.gpu_findings if needs_accelerator else self.findings).append(f)
 
     # ---- names --------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str | None:
@@ -233,6 +268,15 @@ class Context:
         if name in self.imports:
             return None
         return self.live_kind(name)
+
+    def loop_source(self, name: str) -> ast.AST | None:
+        """What a loop variable iterates over (`xs` for `for x in xs`), innermost binding first."""
+        for f in (self.frame, self.frames[0]):
+            if name in f.loop_sources:
+                return f.loop_sources[name]
+            if name in f.names:
+                return None
+        return None
 
     def origin(self, node: ast.AST) -> ast.AST | None:
         """The expression a plain name was last assigned from in this cell (None when unknown)."""

@@ -22,6 +22,18 @@ class LintResult:
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # rules that crashed (a torchmagic bug)
     carry: Carry | None = None  # for the next cell of the same notebook
+    # findings that speak of a GPU about values whose place is unknown: they stand only where
+    # the code has a path to an accelerator (this source, or the rest of its notebook)
+    gpu_findings: list[Finding] = field(default_factory=list)
+    accelerator: bool = False  # this source (or the hint it was given) moves something to one
+
+    def resolved(self, accelerator: bool | None = None) -> list[Finding]:
+        """The findings, with the GPU ones kept when there is an accelerator path (`accelerator`
+        overrides this source's own answer, e.g. with the whole notebook's)."""
+        keep = self.accelerator if accelerator is None else accelerator
+        if not keep or not self.gpu_findings:
+            return self.findings
+        return merge_findings([*self.findings, *self.gpu_findings])
 
 
 def check_source(
@@ -32,8 +44,9 @@ def check_source(
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
 ) -> list[Finding]:
-    """Lint one cell or file. Never raises on bad input: a syntax error gives one TM000."""
-    return lint(code, namespace, path=path, select=select, ignore=ignore).findings
+    """Lint one cell or file. Never raises on bad input: a syntax error gives one TM000 (and
+    the lines that do parse are still checked)."""
+    return lint(code, namespace, path=path, select=select, ignore=ignore).resolved()
 
 
 def lint(
@@ -44,12 +57,17 @@ def lint(
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
     carry: Carry | None = None,
+    post_run: bool = False,
+    accelerator_hint: bool = False,
 ) -> LintResult:
     """`check_source`, also telling which rules failed internally. `carry` is what earlier
-    cells of the same notebook established (imports, classes, what names hold)."""
+    cells of the same notebook established (imports, classes, what names hold); `post_run`:
+    `namespace` holds what this source bound when it ran (a checked cell, after it ran);
+    `accelerator_hint`: something outside this source already uses an accelerator."""
     prep = prepare(code)
     if not prep.is_python:
         return LintResult(carry=carry)
+    broken: list[Finding] = []
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -57,21 +75,60 @@ def lint(
     except SyntaxError as e:
         tree = _parse_unrewritten(code, prep.python, path)
         if tree is None:
-            return LintResult([syntax_error(e.msg, e.lineno, e.offset)], carry=carry)
+            broken = [syntax_error(e.msg, e.lineno, e.offset)]
+            tree = _parse_around_errors(prep.python, path)
+            if tree is None:
+                return LintResult(broken, carry=carry)
     except (ValueError, RecursionError, MemoryError) as e:
         what = str(e) if isinstance(e, ValueError) else "source nested too deeply to parse"
         return LintResult([syntax_error(what, None, None)], carry=carry)
     checks = static_checks(select, ignore)
-    ctx = Context(prep.lines, namespace)
+    ctx = Context(prep.lines, namespace, post_run=post_run, accelerator_hint=accelerator_hint)
     if carry is not None:
         carry.into(ctx)
     try:
         Walker(ctx, checks).run(tree)
     except RecursionError:
         return LintResult([syntax_error("expression nested too deeply to analyse", None, None)], carry=carry)
-    found = [f for f in ctx.findings if not prep.suppressions.silenced(f.rule, f.line)]
-    # Only a caller that passed a carry (a notebook, cell after cell) pays for the next one.
-    return LintResult(merge_findings(found), ctx.errors, Carry.of(ctx) if carry is not None else None)
+
+    def shown(findings: list[Finding]) -> list[Finding]:
+        return merge_findings(f for f in findings if not prep.suppressions.silenced(f.rule, f.line))
+
+    return LintResult(
+        shown([*broken, *ctx.findings]),
+        ctx.errors,
+        # Only a caller that passed a carry (a notebook, cell after cell) pays for the next one.
+        Carry.of(ctx) if carry is not None else None,
+        shown(ctx.gpu_findings),
+        ctx.accelerator_seen or accelerator_hint or (carry is not None and carry.accelerator),
+    )
+
+
+MAX_REPAIRS = 20
+
+
+def _parse_around_errors(python: str, path: str | None) -> ast.Module | None:
+    """A tree of what parses when the lines that do not are blanked: an exercise cell with
+    `lr = ` or `criterion = # TODO` still gets its other lines checked. A broken block header
+    becomes `if True:` so that its body stays a body; line numbers never move."""
+    lines = python.split("\n")
+    for _ in range(MAX_REPAIRS):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return ast.parse("\n".join(lines), filename=path or "<cell>")
+        except SyntaxError as e:
+            n = (e.lineno or 0) - 1
+            if not 0 <= n < len(lines) or lines[n].strip() in ("pass", "if True:"):
+                return None
+            line = lines[n]
+            indent = line[: len(line) - len(line.lstrip())]
+            following = next((ln for ln in lines[n + 1 :] if ln.strip()), "")
+            opens_block = len(following) - len(following.lstrip()) > len(indent)
+            lines[n] = indent + ("if True:" if opens_block else "pass")
+        except (ValueError, RecursionError, MemoryError):
+            return None
+    return None
 
 
 def _parse_unrewritten(code: str, rewritten: str, path: str | None) -> ast.Module | None:
@@ -90,7 +147,7 @@ def _parse_unrewritten(code: str, rewritten: str, path: str | None) -> ast.Modul
 def syntax_error(msg: str, line: int | None, col: int | None) -> Finding:
     return SYNTAX_ERROR.finding(
         f"The cell could not be parsed: {msg}.",
-        "Fix the syntax error; no other rule ran on this cell.",
+        "Fix the syntax error; the lines that parse were still checked.",
         line=line,
         col=(col - 1) if col else None,
     )

@@ -56,13 +56,16 @@ def prepare(code: str) -> PreparedSource:
     sup = _suppressions(lines)
     out = list(lines)
     is_python = True
+    verbatim = False
     if lines and lines[0].lstrip().startswith("%%"):
-        magic = lines[0].lstrip()[2:].split(None, 1)
+        magic = lines[0].lstrip()[2:].split()
         name = magic[0] if magic else ""
-        if name not in PYTHON_BODY_CELL_MAGICS:
+        if name == "writefile" and magic[-1].endswith(".py"):
+            verbatim = True  # the body is the Python file it writes: linted as that file
+        elif name not in PYTHON_BODY_CELL_MAGICS:
             is_python = False
         out[0] = "#" + lines[0]
-    if is_python and ("%" in code or "!" in code or "?" in code):
+    if is_python and not verbatim and ("%" in code or "!" in code or "?" in code):
         _rewrite_line_magics(out)
     return PreparedSource("\n".join(out) + "\n", lines, sup, is_python)
 

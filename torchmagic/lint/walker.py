@@ -13,6 +13,7 @@ import ast
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from .accelerator import moves_to_accelerator
 from .context import ClassInfo, Context, Frame, LoopInfo, grad_context
 from .kinds import (
     BATCH,
@@ -42,6 +43,58 @@ _LEAVES = frozenset(
     for base in (ast.expr_context, ast.operator, ast.cmpop, ast.boolop, ast.unaryop)
     for c in base.__subclasses__()
 )
+
+
+# calls that may choose or move to an accelerator (checked further by `moves_to_accelerator`)
+_ACCELERATOR_CALLS = frozenset(
+    {"cuda", "to", "device", "set_default_device", "autocast", "DataParallel", "DistributedDataParallel"}
+) | frozenset({"synchronize", "empty_cache", "set_device", "Stream", "Event", "current_accelerator"})
+# what a loop inside a training step iterates without being the batch loop itself
+_STEP_PARTS = frozenset(
+    {
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+        "items",
+        "keys",
+        "values",
+        "param_groups",
+        "state_dict",
+    }
+)
+
+
+def is_step_loop(node: ast.AST) -> bool:
+    """A nested loop that is the per-batch (per-step) loop of its outer loop: code after it in
+    the outer loop runs once per epoch. Loops over a model's parameters, an optimizer's
+    param groups or a dict's items are part of one step; comprehensions too."""
+    if isinstance(node, _COMPREHENSIONS):
+        return False
+    if isinstance(node, ast.While):
+        return True
+    it = getattr(node, "iter", None)
+    while isinstance(it, ast.Call) and terminal_name(it.func) in (
+        "enumerate",
+        "tqdm",
+        "reversed",
+        "list",
+        "sorted",
+    ):
+        if not it.args:
+            break
+        it = it.args[0]
+    if isinstance(it, ast.Call) and terminal_name(it.func) in _STEP_PARTS:
+        return False
+    if isinstance(it, ast.Attribute) and it.attr in _STEP_PARTS:
+        return False
+    if isinstance(it, (ast.List, ast.Tuple, ast.Set)) and len(it.elts) <= 16:
+        return False
+    return True
 
 
 class Walker:
@@ -157,12 +210,17 @@ class Walker:
         )
 
     def _on_call(self, node: ast.Call) -> None:
-        for loop in self.ctx.frame.loops:
+        ctx = self.ctx
+        for loop in ctx.frame.loops:
             loop.calls.append(node)
         func = node.func
         name = (
             func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
         )
+        if not ctx.accelerator_seen and (name in _ACCELERATOR_CALLS or node.keywords):
+            ctx.accelerator_seen = moves_to_accelerator(ctx, node)
+        if name == "set_default_device":
+            ctx.default_device_set = True
         if name is not None:
             rules = self.by_call.get(name)
             if rules:
@@ -298,6 +356,14 @@ class Walker:
                 self._bind_target(target.elts[1], PARAMETER if name == "named_parameters" else TENSOR)
                 return
         self._bind_target(target, self._iter_item_kind(it))
+        if isinstance(target, ast.Name):
+            self.ctx.frame.loop_sources[target.id] = it
+        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(it, ast.Call):
+            # `for x, y in zip(xs, ys)`: each name iterates its own argument
+            if terminal_name(it.func) == "zip" and len(it.args) == len(target.elts):
+                for elt, arg in zip(target.elts, it.args):
+                    if isinstance(elt, ast.Name):
+                        self.ctx.frame.loop_sources[elt.id] = arg
 
     def _iter_item_kind(self, it: ast.AST) -> str | None:
         if isinstance(it, ast.Call):
@@ -327,7 +393,7 @@ class Walker:
     def _visit_loop(self, node: ast.AST, children: Iterable[ast.AST]) -> None:
         ctx = self.ctx
         info = LoopInfo(node)
-        if ctx.frame.loops and not isinstance(node, _COMPREHENSIONS):
+        if ctx.frame.loops and is_step_loop(node):
             ctx.frame.loops[-1].inner_loop_seen = True
         ctx.frame.loops.append(info)
         try:

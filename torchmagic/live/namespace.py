@@ -251,6 +251,30 @@ class NamespaceSnapshot:
         self._names = names
         return names
 
+    def uses_accelerator(self) -> bool:
+        """A namespace tensor, or a parameter of a namespace module, on a device other than the
+        CPU (meta aside)."""
+        device = torch._C.TensorBase.__dict__["device"].__get__
+        try:
+            for _, t in self.objects.tensors:
+                if device(t).type not in ("cpu", "meta"):
+                    return True
+            for tree in self.trees:
+                for _, m, _ in tree.nodes:
+                    params = instance_dict(m).get("_parameters")
+                    first = (
+                        next((p for p in dict.values(params) if p is not None), None)
+                        if type(params) is dict
+                        else None
+                    )
+                    if first is not None:
+                        if device(first).type not in ("cpu", "meta"):
+                            return True
+                        break  # one parameter tells where this model is
+        except Exception:
+            return False
+        return False
+
     def roots(self) -> dict[str, Any]:
         """Namespace name -> module, for the modules the user holds by name."""
         return dict(self.objects.modules)

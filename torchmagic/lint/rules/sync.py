@@ -1,9 +1,16 @@
-"""TM3xx — CPU-GPU synchronisation: code that makes the CPU wait for the GPU."""
+"""TM3xx — CPU-GPU synchronisation: code that makes the CPU wait for the GPU.
+
+Both rules speak of the GPU, so they stay silent where no GPU is involved: a value known to
+be on the CPU (live device, `.cpu()`-ed, a factory without a device), the CPU-only branch of
+`x.cpu().numpy() if x.is_cuda else x.numpy()`, and code with no path to an accelerator at all
+(`needs_accelerator`: kept only when the file, notebook or kernel moves something to one).
+"""
 
 from __future__ import annotations
 
 import ast
 
+from .. import accelerator
 from ..context import Context
 from ..kinds import (
     DATASET,
@@ -33,27 +40,75 @@ _NOT_TENSOR = frozenset(
 )
 _SYNC_METHODS = frozenset({"item", "tolist", "numpy", "cpu", "nonzero"})
 
+PERIODIC, ONCE = "periodic", "once"
 
-def _every_n_steps(ctx: Context, call: ast.Call) -> bool:
-    """The call sits in the body of an `if ... % N ...:` (statement or conditional expression)
-    inside the innermost loop."""
+
+def _loop_names(loop: ast.AST) -> set[str]:
+    target = getattr(loop, "target", None)
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+
+
+def _is_mod(test: ast.AST) -> bool:
+    return any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod) for b in ast.walk(test))
+
+
+def _is_once(test: ast.AST, loop_names: set[str]) -> bool:
+    """`i == 0`, `step == len(loader) - 1`, `epoch == last`: true on one iteration only."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, *test.comparators]
+    return any(isinstance(s, ast.Name) and s.id in loop_names for s in sides) or any(
+        isinstance(s, ast.Constant) and isinstance(s.value, int) and not isinstance(s.value, bool)
+        for s in sides
+    )
+
+
+def _resets_counter(node: ast.If) -> bool:
+    """`if seen >= N: ...; seen = 0`: a counter that the guarded block resets."""
+    names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+    for stmt in node.body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and stmt.value.value == 0:
+            if any(isinstance(t, ast.Name) and t.id in names for t in stmt.targets):
+                return True
+    return False
+
+
+def guard_kind(ctx: Context, node: ast.AST) -> str | None:
+    """How often `node` runs in its innermost loop: on one iteration only (`if i == 0:`),
+    every N steps (`if step % N == 0:`, a counter the block resets, or `if step % N: continue`
+    before it), or on every iteration (None)."""
     loop = ctx.loops[-1].node if ctx.loops else None
-    stack = [*ctx.stack, call]
+    names = _loop_names(loop) if loop is not None else set()
+    stack = [*ctx.stack, node]
     for i in range(len(stack) - 2, -1, -1):
-        node, child = stack[i], stack[i + 1]
-        if node is loop:
-            return False
-        if isinstance(node, ast.If):
-            in_body = any(child is s for s in node.body)
-        elif isinstance(node, ast.IfExp):
-            in_body = child is node.body
+        parent, child = stack[i], stack[i + 1]
+        if parent is loop:
+            break
+        if isinstance(parent, ast.If):
+            in_body = any(child is s for s in parent.body)
+        elif isinstance(parent, ast.IfExp):
+            in_body = child is parent.body
         else:
             continue
-        if in_body and any(
-            isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod) for b in ast.walk(node.test)
+        if not in_body:
+            continue
+        if _is_mod(parent.test):
+            return PERIODIC
+        if _is_once(parent.test, names):
+            return ONCE
+        if isinstance(parent, ast.If) and _resets_counter(parent):
+            return PERIODIC
+    for stmt in getattr(loop, "body", None) or []:
+        if any(stmt is s for s in stack):
+            break
+        if (
+            isinstance(stmt, ast.If)
+            and stmt.body
+            and isinstance(stmt.body[-1], ast.Continue)
+            and _is_mod(stmt.test)
         ):
-            return True
-    return False
+            return PERIODIC
+    return None
 
 
 def _tensor_in_print(ctx: Context, call: ast.Call) -> ast.AST | None:
@@ -71,15 +126,16 @@ def _tensor_in_print(ctx: Context, call: ast.Call) -> ast.AST | None:
 @check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"})
 def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_loop or ctx.loops[-1].inner_loop_seen:
-        return  # after an inner loop: once per epoch is the fix, not the problem
+        return  # after the inner batch loop: once per epoch is the fix, not the problem
     func = call.func
+    value: ast.AST | None = None
     if isinstance(func, ast.Name):
         if func.id != "print":
             return
-        shown = _tensor_in_print(ctx, call)
-        if shown is None:
+        value = _tensor_in_print(ctx, call)
+        if value is None:
             return
-        label = f"print({unparse(shown, 40)})"
+        label = f"print({unparse(value, 40)})"
     elif isinstance(func, ast.Attribute):
         if func.attr == "synchronize":
             if ctx.qualname(func) != "torch.cuda.synchronize":
@@ -95,19 +151,27 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
                 return  # also pandas/numpy methods: only flagged on known tensors
             if isinstance(func.value, ast.Constant):
                 return
+            value = func.value
             label = f"{unparse(func.value, 40)}.{func.attr}()"
         else:
             return
     else:
         return
-    info = _every_n_steps(ctx, call)
+    guard = guard_kind(ctx, call)
+    if guard == ONCE:
+        return  # `if i == 0:` runs on one iteration: not a per-iteration sync
+    place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
+    if place == accelerator.CPU or accelerator.in_cpu_branch(ctx, call):
+        return  # a CPU tensor: reading it waits for no GPU
+    periodic = guard == PERIODIC
     ctx.flag(
         call,
         f"`{label}` inside a loop makes the CPU wait for the GPU "
-        + ("each time it runs (here every N steps)." if info else "on every iteration."),
+        + ("each time it runs (here every N steps)." if periodic else "on every iteration."),
         "Accumulate on the device (`total += loss.detach()`) and read the value once after the"
         " loop, or only every N steps.",
-        severity="info" if info else None,
+        severity="info" if periodic else None,
+        needs_accelerator=place is None,
     )
 
 
@@ -121,14 +185,31 @@ def _test_label(node: ast.AST) -> str:
     return f"... if {unparse(node.test, 40)} else ..."  # type: ignore[attr-defined]
 
 
+def _tensors_in(ctx: Context, test: ast.AST) -> list[ast.AST]:
+    """The tensor operands of a condition (`pred[i] != y[i]` -> `pred[i]`, `y[i]`)."""
+    if isinstance(test, ast.Compare):
+        parts = [test.left, *test.comparators]
+    elif isinstance(test, ast.BoolOp):
+        parts = list(test.values)
+    elif isinstance(test, ast.UnaryOp):
+        parts = [test.operand]
+    else:
+        parts = [test]
+    return [p for p in parts if ctx.is_tensor(p)]
+
+
 @check("TM302", nodes=(ast.If, ast.While, ast.Assert, ast.IfExp))
 def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: Context) -> None:
     test = node.test
     if not ctx.is_tensor(test):
         return
+    places = {accelerator.where(ctx, t) for t in _tensors_in(ctx, test)} or {None}
+    if places == {accelerator.CPU} or accelerator.in_cpu_branch(ctx, node):
+        return  # a condition on CPU tensors waits for no GPU
     ctx.flag(
         node if not isinstance(node, ast.IfExp) else test,
         f"`{_test_label(node)}` converts a tensor to a Python bool, which waits for the GPU.",
         "Keep the decision on the device (`torch.where`, masks, `torch.clamp`) or synchronise"
         " once, deliberately, outside hot loops.",
+        needs_accelerator=accelerator.ACCELERATOR not in places,
     )
