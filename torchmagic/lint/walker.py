@@ -134,6 +134,7 @@ class Walker:
 
     def run(self, tree: ast.Module) -> None:
         self._prescan_imports(tree)
+        self._prescan_classes(tree)
         self.visit(tree)
         for r in self.on_finish:
             self._call(r, tree)
@@ -165,6 +166,17 @@ class Walker:
                 for a in node.names:
                     if a.name != "*":
                         self.ctx.imports[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def _prescan_classes(self, tree: ast.Module) -> None:
+        """Top-level classes are known before the walk: a model may use a layer class defined
+        further down the file (`self.blocks = [Block() ...]` above `class Block(nn.Module)`)."""
+        classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+        ctx = self.ctx
+        for _ in range(2):  # a second round resolves bases defined below their subclasses
+            for node in classes:
+                known = ctx.classes.get(node.name)
+                if known is None or known.kind is None:
+                    ctx.classes[node.name] = ClassInfo(node.name, self._class_kind(node), node)
 
     def visit(self, node: ast.AST) -> None:
         t = type(node)
