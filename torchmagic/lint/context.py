@@ -210,11 +210,8 @@ class Context:
         unknown; it is kept only when the code (file, notebook or kernel) has an accelerator path."""
         check = self.check
         assert check is not None, "flag() is called from a check during the walk"
+        # a call written over several lines is reported where it starts, as editors show it
         line, col = getattr(node, "lineno", None), getattr(node, "col_offset", None)
-        func = getattr(node, "func", None)
-        if type(node) is ast.Call and type(func) is ast.Attribute and func.end_lineno != line:
-            # a chained call split over lines: point at the line of `.method(`, not the chain's start
-            line, col = func.end_lineno, func.end_col_offset - len(func.attr)  # type: ignore[operator]
         f = check.rule.finding(message, hint, line=line, col=col, severity=severity)  # type: ignore[arg-type]
         (self.gpu_findings if needs_accelerator else self.findings).append(f)
 

@@ -145,8 +145,9 @@ def _parse_unrewritten(code: str, rewritten: str, path: str | None) -> ast.Modul
 
 
 def syntax_error(msg: str, line: int | None, col: int | None) -> Finding:
+    where = f"Line {line}" if line else "This code"
     return SYNTAX_ERROR.finding(
-        f"The cell could not be parsed: {msg}.",
+        f"{where} does not parse as Python: {msg}.",
         "Fix the syntax error; the lines that parse were still checked.",
         line=line,
         col=(col - 1) if col else None,

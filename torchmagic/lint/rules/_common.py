@@ -11,8 +11,68 @@ CUDA_PREFIX = "cuda"
 
 
 def unparse(node: ast.AST, limit: int = 60) -> str:
+    """Source of `node` for a message, never cut in the middle of an expression: past `limit`,
+    the arguments of inner calls become `...` (`nn.Sequential(...).to(self.device)`), then the
+    outer call's too, then long displays; what is still too long ends at a token boundary."""
     text = ast.unparse(node)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    for depth in (1, 0):
+        short = ast.unparse(_abbreviate(node, depth))
+        if len(short) <= limit:
+            return short
+    short = ast.unparse(_abbreviate(node, 0))
+    cut = short[: limit - 1]
+    boundary = max(cut.rfind(c) for c in " ,.([")
+    return (cut[:boundary] if boundary > limit // 2 else cut).rstrip(" ,.([") + "…"
+
+
+_ELLIPSIS = ast.Constant(value=...)
+
+
+def _abbreviate(node: ast.AST, keep_depth: int) -> ast.AST:
+    """A copy of `node` whose calls below `keep_depth` (the outermost call is depth 0) have
+    `...` for arguments, and whose long list/tuple/dict displays are `[...]`-like."""
+
+    class Shorten(ast.NodeTransformer):
+        def __init__(self) -> None:
+            self.depth = 0
+
+        def visit_Call(self, call: ast.Call) -> ast.AST:
+            call = ast.Call(func=call.func, args=call.args, keywords=call.keywords)
+            # `a(x).b(y)`: the receiver's arguments go before the outer call's
+            self.depth += 1
+            call.func = self.visit(call.func)
+            self.depth -= 1
+            if self.depth >= keep_depth and (call.args or call.keywords):
+                call.args, call.keywords = [_ELLIPSIS], []
+            else:
+                self.depth += 1
+                call.args = [self.visit(a) for a in call.args]
+                call.keywords = [self.visit(k) for k in call.keywords]
+                self.depth -= 1
+            return call
+
+        def visit_List(self, node: ast.List) -> ast.AST:
+            return (
+                ast.List(elts=[_ELLIPSIS], ctx=node.ctx) if len(node.elts) > 2 else self.generic_visit(node)
+            )
+
+        def visit_Tuple(self, node: ast.Tuple) -> ast.AST:
+            return (
+                ast.Tuple(elts=[_ELLIPSIS], ctx=node.ctx) if len(node.elts) > 3 else self.generic_visit(node)
+            )
+
+        def visit_Dict(self, node: ast.Dict) -> ast.AST:
+            return (
+                ast.Dict(keys=[None], values=[ast.Name(id="...", ctx=ast.Load())])
+                if len(node.keys) > 2
+                else node
+            )
+
+    import copy
+
+    return Shorten().visit(copy.deepcopy(node))
 
 
 def receiver(call: ast.Call) -> ast.AST | None:
