@@ -1,21 +1,27 @@
 """Run real notebooks plain and under `%torchcheck on`; compare what the user sees, collect findings.
 
     python bench/live_notebooks.py DIR [--out results.json] [--timeout 120]
-        [--pythonpath CHECKOUT] [--plain-runs 2]
+        [--pythonpath CHECKOUT] [--runs 2] [--seed 0 | --no-seed] [--only NAME]
 
-Each notebook in DIR runs in a fresh `python3` kernel (its own temporary working folder):
-`--plain-runs` times as written, then once with a first injected cell that loads torchmagic,
-switches automatic checking on and shows reports as static HTML. Cell by cell, the checked
-run's outputs (streams, results, displays other than torchmagic's own reports, errors' name
-and value) are compared with the plain ones after normalising timings and memory addresses.
-A cell whose plain runs disagree is 'nondeterministic' (only the kinds of its outputs are
-compared then), not a difference. Findings, internal errors and `torchmagic:` warning lines
-are read from each cell's report output (`application/vnd.torchmagic.report+json`).
+Each notebook under DIR runs in fresh `python3` kernels, each in its own temporary copy of the
+notebook's folder (helper modules and data files come along): `--runs` times as written and
+`--runs` times with a first cell that loads torchmagic, switches automatic checking on and
+shows reports as static HTML, plain and checked runs interleaved. Unless `--no-seed`, every
+run starts with the same seeding of `random`, NumPy and torch (and PYTHONHASHSEED), so that
+unseeded notebooks can be compared value for value.
+
+Cell by cell, the checked runs' outputs (streams, results, displays other than torchmagic's
+own reports, errors' name and value) are compared with the plain ones after normalising
+timings, memory addresses and kernel pids. A cell whose plain runs disagree is
+'nondeterministic' (only the kinds of its outputs are compared); a difference after such a
+cell is 'suspect' rather than a difference. Findings, internal errors and `torchmagic:` warning
+lines come from the first checked run's report outputs (`application/vnd.torchmagic.report+json`);
+cell times are the minimum over the runs (the kernel's own time, post-run hooks included).
 
 `--pythonpath` is prepended to the kernels' PYTHONPATH so a frozen checkout can be measured
-while another one is being edited; the injected cell prints `torchmagic.__file__` and the
-runner stops with an error if that file is not inside the checkout asked for. Start it from
-a folder that holds no `torchmagic` package (kernels run in temporary folders anyway).
+while another is being edited; the setup cell prints `torchmagic.__file__` and the runner stops
+if that file is not inside the checkout asked for. Exit status: 0 clean, 1 differences or
+crashes, 2 torchmagic did not load.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,21 +48,20 @@ from nbclient import NotebookClient
 REPORT_MIMETYPE = "application/vnd.torchmagic.report+json"
 WARNING_PREFIX = "torchmagic:"
 FILE_MARKER = "torchmagic-file="
-INJECTED = "\n".join(
-    [
-        f"print('{FILE_MARKER}' + __import__('torchmagic').__file__)",
-        "%load_ext torchmagic",
-        "%config TorchCheck.display = 'html'",
-        "%torchcheck on",
-    ]
-)
+LOAD_TORCHMAGIC = [
+    f"print('{FILE_MARKER}' + __import__('torchmagic').__file__)",
+    "%load_ext torchmagic",
+    "%config TorchCheck.display = 'html'",
+    "%torchcheck on",
+]
+FINDING_KEYS = ("rule", "severity", "line", "message", "object", "source", "hint")
 
 _NORMALISERS = [
     (re.compile(r"0x[0-9a-fA-F]{6,}"), "0x?"),
-    (re.compile(r"ipykernel_\d+"), "ipykernel_?"),  # the kernel's pid in warning paths
+    (re.compile(r"ipykernel_\d+"), "ipykernel_?"),
     (re.compile(r"\b\d+(\.\d+)?\s*(ns|µs|us|ms|s|sec|secs|seconds|min|minutes)\b"), "<time>"),
     (re.compile(r"\b\d+(\.\d+)?\s*(it/s|s/it)\b"), "<rate>"),
-    (re.compile(r"(Wall time|CPU times|user|sys|total)\s*:\s*[^\n]*"), r"\1: <time>"),
+    (re.compile(r"(Wall time|CPU times)\s*:[^\n]*"), r"\1: <time>"),
     (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?"), "<datetime>"),
 ]
 
@@ -67,19 +72,28 @@ def normalise(text: str) -> str:
     return text
 
 
-def _digest(value: Any) -> str:
-    raw = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    if len(raw) > 200:  # images and large HTML: a hash is enough to tell equal from different
-        return "sha1:" + hashlib.sha1(raw.encode()).hexdigest()[:12]
-    return normalise(raw)
+def setup_cell(seed: int | None, checked: bool) -> str:
+    """The first cell of every run: the same seeding for plain and checked runs, then
+    torchmagic for checked runs only."""
+    lines = ["# live-notebooks bench: setup"]
+    if seed is not None:
+        lines += [
+            "import random as _r, numpy as _np, torch as _t",
+            f"_r.seed({seed}); _np.random.seed({seed}); _t.manual_seed({seed})",
+            "del _r, _np, _t",
+        ]
+    return "\n".join(lines + (LOAD_TORCHMAGIC if checked else []))
 
 
 def _bundle(data: dict[str, Any]) -> dict[str, str]:
+    """A display's data, one normalised string per mimetype (images and long values hashed)."""
     out = {}
     for mime, value in sorted(data.items()):
-        if mime.startswith("image/") and isinstance(value, str):
-            value = hashlib.sha1(base64.b64decode(value)).hexdigest()[:12] if value else ""
-        out[mime] = _digest(normalise(value) if isinstance(value, str) else value)
+        if mime.startswith("image/") and isinstance(value, str) and not mime.endswith("svg+xml"):
+            out[mime] = "sha1:" + hashlib.sha1(base64.b64decode(value)).hexdigest()[:12]
+            continue
+        text = normalise(value if isinstance(value, str) else json.dumps(value, sort_keys=True))
+        out[mime] = text if len(text) <= 200 else "sha1:" + hashlib.sha1(text.encode()).hexdigest()[:12]
     return out
 
 
@@ -122,7 +136,10 @@ def _seconds(meta: dict[str, Any]) -> float | None:
     start, end = ex.get("iopub.execute_input"), ex.get("shell.execute_reply")
     if not start or not end:
         return None
-    parse = lambda v: v if isinstance(v, datetime) else datetime.fromisoformat(str(v))  # noqa: E731
+
+    def parse(value: Any) -> datetime:
+        return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
     return (parse(end) - parse(start)).total_seconds()
 
 
@@ -130,14 +147,12 @@ def cell_view(cell: Any) -> CellView:
     view = CellView(seconds=_seconds(cell.get("metadata", {})))
     for out in cell.get("outputs", []):
         kind = out.get("output_type")
-        if kind == "stream":
-            text = out.get("text", "")
-            if out.get("name") == "stderr":
-                lines = text.splitlines(keepends=True)
-                view.warnings += [ln.strip() for ln in lines if ln.startswith(WARNING_PREFIX)]
-                view.stderr += "".join(ln for ln in lines if not ln.startswith(WARNING_PREFIX))
-            else:
-                view.stdout += text
+        if kind == "stream" and out.get("name") == "stderr":
+            lines = out.get("text", "").splitlines(keepends=True)
+            view.warnings += [ln.strip() for ln in lines if ln.startswith(WARNING_PREFIX)]
+            view.stderr += "".join(ln for ln in lines if not ln.startswith(WARNING_PREFIX))
+        elif kind == "stream":
+            view.stdout += out.get("text", "")
         elif kind == "error":
             view.error = [out.get("ename", ""), normalise(out.get("evalue", ""))]
         elif kind in ("execute_result", "display_data"):
@@ -151,17 +166,16 @@ def cell_view(cell: Any) -> CellView:
 
 @dataclass
 class Run:
+    setup: CellView
     cells: list[CellView]
     wall_s: float
     crash: str | None = None
 
 
-def execute(nb_path: Path, timeout: int, env: dict[str, str], inject: bool) -> Run:
-    """One run in a fresh kernel and working folder (a copy of the notebook's folder, helper
-    modules and data files included, notebooks left out)."""
+def execute(nb_path: Path, setup: str, timeout: int, env: dict[str, str]) -> Run:
+    """One run in a fresh kernel and a fresh copy of the notebook's folder."""
     nb = nbformat.read(nb_path, as_version=4)
-    if inject:
-        nb.cells.insert(0, nbformat.v4.new_code_cell(INJECTED))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(setup))
     with tempfile.TemporaryDirectory(prefix="live-nb-") as work:
         ignore = shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__")
         shutil.copytree(nb_path.parent, work, ignore=ignore, dirs_exist_ok=True)
@@ -180,129 +194,144 @@ def execute(nb_path: Path, timeout: int, env: dict[str, str], inject: bool) -> R
         except Exception as e:  # dead kernel, cell timeout: keep what ran
             crash = f"{type(e).__name__}: {str(e)[:500]}"
         wall = time.perf_counter() - t0
-    cells = [cell_view(c) for c in nb.cells if c.cell_type == "code"]
-    return Run(cells=cells, wall_s=wall, crash=crash)
+    views = [cell_view(c) for c in nb.cells if c.cell_type == "code"]
+    return Run(setup=views[0], cells=views[1:], wall_s=wall, crash=crash)
 
 
 def loaded_from(run: Run) -> tuple[str | None, str | None]:
-    """(torchmagic.__file__ in the kernel, the injected cell's error if it failed)."""
-    first = run.cells[0] if run.cells else CellView(error=["no output", run.crash or ""])
-    match = re.search(re.escape(FILE_MARKER) + r"(\S+)", first.stdout)
-    return (match.group(1) if match else None), (": ".join(first.error) if first.error else None)
+    """(torchmagic.__file__ in the kernel, the setup cell's error if it failed)."""
+    match = re.search(re.escape(FILE_MARKER) + r"(\S+)", run.setup.stdout)
+    error = ": ".join(run.setup.error) if run.setup.error else run.crash
+    return (match.group(1) if match else None), error
 
 
-def compare(plain: list[Run], checked: Run, sources: list[str]) -> dict[str, Any]:
-    """Per cell: findings, and whether the checked outputs differ from the plain ones."""
+def _min_seconds(views: list[CellView]) -> float | None:
+    return min((v.seconds for v in views if v.seconds is not None), default=None)
+
+
+def compare(plain: list[Run], checked: list[Run], sources: list[str]) -> list[dict[str, Any]]:
+    """Per cell: whether any checked run's outputs differ from the plain ones, and findings."""
     cells = []
-    user_cells = checked.cells[1:]
+    varied_before = False
     for i, source in enumerate(sources):
         runs = [r.cells[i] if i < len(r.cells) else CellView() for r in plain]
-        mine = user_cells[i] if i < len(user_cells) else CellView()
+        mine = [r.cells[i] if i < len(r.cells) else CellView() for r in checked]
         stable = all(r.visible() == runs[0].visible() for r in runs)
         if stable:
-            differs = mine.visible() != runs[0].visible()
+            differs = any(m.visible() != runs[0].visible() for m in mine)
         else:
-            differs = all(r.kinds() == runs[0].kinds() for r in runs) and mine.kinds() != runs[0].kinds()
+            same_kinds = all(r.kinds() == runs[0].kinds() for r in runs)
+            differs = same_kinds and any(m.kinds() != runs[0].kinds() for m in mine)
+        first = mine[0]
         entry: dict[str, Any] = {
             "cell": i + 1,
             "source_head": source.strip().splitlines()[0][:80] if source.strip() else "",
             "nondeterministic": not stable,
-            "differs": differs,
-            "plain_s": min((r.seconds for r in runs if r.seconds is not None), default=None),
-            "checked_s": mine.seconds,
+            "differs": differs and not varied_before,
+            "suspect": differs and varied_before,
+            "plain_s": _min_seconds(runs),
+            "checked_s": _min_seconds(mine),
+            "check_s": sum(rep.get("check_s") or 0 for rep in first.reports),
             "findings": [
-                {k: f.get(k) for k in ("rule", "severity", "line", "message", "object", "source", "hint")}
-                for rep in mine.reports
-                for f in rep.get("findings", [])
+                {k: f.get(k) for k in FINDING_KEYS} for rep in first.reports for f in rep.get("findings", [])
             ],
-            "errors": [e for rep in mine.reports for e in rep.get("errors", [])],
-            "warnings": mine.warnings,
-            "check_s": sum(rep.get("check_s") or 0 for rep in mine.reports),
+            "errors": [e for rep in first.reports for e in rep.get("errors", [])],
+            "warnings": first.warnings,
         }
         if differs:
             entry["plain_output"] = runs[0].visible()
-            entry["checked_output"] = mine.visible()
+            entry["checked_output"] = next(m.visible() for m in mine if m.visible() != runs[0].visible())
         elif not stable:
             entry["plain_variants"] = [r.visible() for r in runs[:2]]
         cells.append(entry)
-    return {"cells": cells}
+        varied_before = varied_before or not stable
+    return cells
 
 
-def run_notebook(nb_path: Path, timeout: int, env: dict[str, str], plain_runs: int) -> dict[str, Any]:
+def run_notebook(
+    nb_path: Path, timeout: int, env: dict[str, str], runs: int, seed: int | None
+) -> dict[str, Any]:
     nb = nbformat.read(nb_path, as_version=4)
     sources = [c.source for c in nb.cells if c.cell_type == "code"]
-    plain = [execute(nb_path, timeout, env, inject=False) for _ in range(plain_runs)]
-    checked = execute(nb_path, timeout, env, inject=True)
-    result = compare(plain, checked, sources)
-    cells = result["cells"]
+    plain: list[Run] = []
+    checked: list[Run] = []
+    for _ in range(runs):  # interleaved, so that load on the machine hits both alike
+        plain.append(execute(nb_path, setup_cell(seed, checked=False), timeout, env))
+        checked.append(execute(nb_path, setup_cell(seed, checked=True), timeout, env))
+    cells = compare(plain, checked, sources)
+    loaded, setup_error = loaded_from(checked[0])
     rules = Counter(f"{f['rule']}/{f['source']}" for c in cells for f in c["findings"])
-    loaded, setup_error = loaded_from(checked)
-    result.update(
-        notebook=str(nb_path),
-        torchmagic_file=loaded,
-        setup_error=setup_error,
-        code_cells=len(sources),
-        differing_cells=[c["cell"] for c in cells if c["differs"]],
-        nondeterministic_cells=[c["cell"] for c in cells if c["nondeterministic"]],
-        plain_crash=[r.crash for r in plain if r.crash],
-        checked_crash=checked.crash,
-        internal_errors=sum(len(c["errors"]) for c in cells),
-        warning_lines=sum(len(c["warnings"]) for c in cells),
-        findings_by_rule=dict(sorted(rules.items())),
-        plain_wall_s=min(r.wall_s for r in plain),
-        checked_wall_s=checked.wall_s,
-        plain_cells_s=sum(c["plain_s"] or 0 for c in cells),
-        checked_cells_s=sum(c["checked_s"] or 0 for c in cells),
-        injected_cell_s=checked.cells[0].seconds if checked.cells else None,
-    )
-    return result
+    return {
+        "notebook": str(nb_path),
+        "torchmagic_file": loaded,
+        "setup_error": setup_error,
+        "seed": seed,
+        "runs": runs,
+        "code_cells": len(sources),
+        "differing_cells": [c["cell"] for c in cells if c["differs"]],
+        "suspect_cells": [c["cell"] for c in cells if c["suspect"]],
+        "nondeterministic_cells": [c["cell"] for c in cells if c["nondeterministic"]],
+        "plain_crash": [r.crash for r in plain if r.crash],
+        "checked_crash": [r.crash for r in checked if r.crash],
+        "internal_errors": sum(len(c["errors"]) for c in cells),
+        "warning_lines": sum(len(c["warnings"]) for c in cells),
+        "findings_by_rule": dict(sorted(rules.items())),
+        "plain_wall_s": min(r.wall_s for r in plain),
+        "checked_wall_s": min(r.wall_s for r in checked),
+        "plain_cells_s": sum(c["plain_s"] or 0 for c in cells),
+        "checked_cells_s": sum(c["checked_s"] or 0 for c in cells),
+        "setup_plain_s": _min_seconds([r.setup for r in plain]),
+        "setup_checked_s": _min_seconds([r.setup for r in checked]),
+        "cells": cells,
+    }
 
 
 @dataclass
 class Row:
     name: str
     cells: int
-    differing: int
+    diff: int
+    suspect: int
     nondet: int
-    crashes: int
-    internal: int
+    crash: int
+    interr: int
     findings: int
     plain_s: float
     checked_s: float
 
-
-def summarise(results: list[dict[str, Any]]) -> str:
-    rows = [
-        Row(
+    @classmethod
+    def of(cls, r: dict[str, Any]) -> Row:
+        return cls(
             name=Path(r["notebook"]).stem[:34],
             cells=r["code_cells"],
-            differing=len(r["differing_cells"]),
+            diff=len(r["differing_cells"]),
+            suspect=len(r["suspect_cells"]),
             nondet=len(r["nondeterministic_cells"]),
-            crashes=int(r["checked_crash"] is not None and not r["plain_crash"]),
-            internal=r["internal_errors"] + r["warning_lines"],
+            crash=0 if r["plain_crash"] else len(r["checked_crash"]),
+            interr=r["internal_errors"] + r["warning_lines"],
             findings=sum(r["findings_by_rule"].values()),
-            plain_s=r["plain_cells_s"],
-            checked_s=r["checked_cells_s"] + (r["injected_cell_s"] or 0),
+            plain_s=r["plain_cells_s"] + (r["setup_plain_s"] or 0),
+            checked_s=r["checked_cells_s"] + (r["setup_checked_s"] or 0),
         )
-        for r in results
-    ]
-    head = f"{'notebook':34} {'cells':>5} {'diff':>4} {'nondet':>6} {'crash':>5} {'int.err':>7} {'findings':>8} {'plain s':>8} {'checked s':>9} {'overhead':>8}"
+
+
+def summarise(results: list[dict[str, Any]]) -> str:
+    rows = [Row.of(r) for r in results]
+    names = [f.name for f in fields(Row)][1:]
+    total = Row("TOTAL", *(sum(getattr(r, n) for r in rows) for n in names))
+    head = f"{'notebook':34} {'cells':>5} {'diff':>4} {'susp':>4} {'nondet':>6} {'crash':>5} {'int.err':>7} {'findings':>8} {'plain s':>8} {'checked s':>9} {'overhead':>8}"
     lines = [head, "-" * len(head)]
-    total = Row("TOTAL", *(sum(getattr(r, k) for r in rows) for k in list(Row.__dataclass_fields__)[1:]))
-    for row in [*rows, total]:
-        over = f"{(row.checked_s / row.plain_s - 1) * 100:+.0f}%" if row.plain_s else "n/a"
+    for r in [*rows, total]:
+        over = f"{(r.checked_s / r.plain_s - 1) * 100:+.0f}%" if r.plain_s else "n/a"
         lines.append(
-            f"{row.name:34} {row.cells:5d} {row.differing:4d} {row.nondet:6d} {row.crashes:5d} "
-            f"{row.internal:7d} {row.findings:8d} {row.plain_s:8.2f} {row.checked_s:9.2f} {over:>8}"
+            f"{r.name:34} {r.cells:5d} {r.diff:4d} {r.suspect:4d} {r.nondet:6d} {r.crash:5d} {r.interr:7d} "
+            f"{r.findings:8d} {r.plain_s:8.2f} {r.checked_s:9.2f} {over:>8}"
         )
     rules: Counter[str] = Counter()
     for r in results:
         rules.update(r["findings_by_rule"])
-    lines.append("")
-    lines.append(
-        "findings per rule/source: " + (", ".join(f"{k}×{n}" for k, n in sorted(rules.items())) or "none")
-    )
-    return "\n".join(lines)
+    by_rule = ", ".join(f"{k}×{n}" for k, n in sorted(rules.items())) or "none"
+    return "\n".join([*lines, "", f"findings per rule/source: {by_rule}"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,24 +340,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("live_results.json"), help="JSON results")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per cell")
     ap.add_argument("--pythonpath", type=Path, default=None, help="checkout to import torchmagic from")
-    ap.add_argument("--plain-runs", type=int, default=2, help="plain runs (2+ detects nondeterminism)")
-    ap.add_argument("--only", default=None, help="run only notebooks whose name contains this")
+    ap.add_argument(
+        "--runs", type=int, default=2, help="plain and checked runs each (2+ detects nondeterminism)"
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed for random, NumPy, torch and PYTHONHASHSEED")
+    ap.add_argument("--no-seed", dest="seed", action="store_const", const=None, help="run notebooks unseeded")
+    ap.add_argument("--only", default=None, help="run only notebooks whose file name contains this")
     args = ap.parse_args(argv)
 
     env = dict(os.environ)
-    expected = None
-    if args.pythonpath:
-        expected = args.pythonpath.resolve()
+    expected = args.pythonpath.resolve() if args.pythonpath else None
+    if expected:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(expected), env.get("PYTHONPATH")]))
+    if args.seed is not None:
+        env["PYTHONHASHSEED"] = str(args.seed)
     notebooks = sorted(p for p in args.dir.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    if args.only:
-        notebooks = [p for p in notebooks if args.only in p.name]
+    notebooks = [p for p in notebooks if args.only is None or args.only in p.name]
     results: list[dict[str, Any]] = []
     for nb_path in notebooks:
         print(f"running {nb_path} ...", file=sys.stderr, flush=True)
-        result = run_notebook(nb_path, args.timeout, env, max(1, args.plain_runs))
+        result = run_notebook(nb_path, args.timeout, env, max(1, args.runs), args.seed)
         loaded = result["torchmagic_file"]
-        if result["setup_error"] or loaded is None:
+        if loaded is None:
             print(f"error: torchmagic did not load: {result['setup_error']}", file=sys.stderr)
             return 2
         if expected and not Path(loaded).resolve().is_relative_to(expected):

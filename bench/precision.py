@@ -50,7 +50,10 @@ def findings(corpus: Path) -> list[dict[str, Any]]:
     for path in sorted(root.iterdir()):
         if path.suffix not in (".py", ".ipynb"):
             continue
-        _, found, _ = lint_file(str(path))
+        _, found, errors = lint_file(str(path))
+        for e in errors:
+            if "internal error" in e:  # a crashing rule would look like a precise one
+                raise SystemExit(f"torchmagic failed on {path.name}: {e}")
         for f in found:
             f["file"] = f["path"].replace(str(root) + os.sep, "")
             out.append(f)
@@ -98,13 +101,18 @@ def main() -> int:
     for f, label in pairs:
         per_rule[f["rule"]][label["verdict"] if label else "unlabelled"] += 1
     matched = {(lab["file"], lab["rule"], int(lab["line"])) for _, lab in pairs if lab}
-    lost = [
-        lab
-        for key, lab in labels.items()
-        if lab["verdict"] == "right"
-        and key not in matched
-        and (not args.rule or key[1].startswith(args.rule))
-    ]
+    reported = {(f["file"], f["rule"], f["line"]) for f, _ in pairs}
+    merged: list[dict[str, Any]] = []
+    lost = []
+    for key, lab in labels.items():
+        if lab["verdict"] != "right" or key in matched or (args.rule and not key[1].startswith(args.rule)):
+            continue
+        # one statement, one finding: a right finding on a later line of the same statement is
+        # now a note of the finding at the statement's first line
+        if any((key[0], key[1], key[2] - d) in reported for d in range(1, 16)):
+            merged.append(lab)
+        else:
+            lost.append(lab)
     lost_by_rule = Counter(lab["rule"] for lab in lost)
     files = len([p for p in (corpus / "files").iterdir() if p.suffix in (".py", ".ipynb")])
     print(f"corpus: {files} files, {len(labels)} labels; {len(pairs)} findings now")
@@ -126,6 +134,8 @@ def main() -> int:
         f"{'all':<6} {sum(total.values()):>4} {total['right']:>5} {total['wrong']:>5} {total['debatable']:>5}"
         f" {total['unlabelled']:>5} {total['right'] / max(labelled, 1):>6.2f} {len(lost):>10}"
     )
+    if merged:
+        print(f"\n{len(merged)} right findings are now notes of the finding on their statement's first line")
     if lost:
         print("\nright findings no longer reported:")
         for lab in sorted(lost, key=lambda x: (x["rule"], x["file"], x["line"])):

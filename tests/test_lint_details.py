@@ -11,7 +11,7 @@ def only(code: str, rule: str):
     return found[0]
 
 
-def test_TM301_every_n_steps_is_info_and_every_step_is_warning() -> None:
+def test_TM301_every_n_steps_is_the_advice_itself_and_every_step_is_flagged() -> None:
     code = (
         "import torch\n"
         "for step, x in enumerate(torch.randn(5, 3).cuda().unbind()):\n"
@@ -21,15 +21,28 @@ def test_TM301_every_n_steps_is_info_and_every_step_is_warning() -> None:
         "        v = x.mean().item()\n"
     )
     found = {(f.line, f.severity) for f in check_source(code) if f.rule == "TM301"}
-    assert found == {(4, "info"), (6, "warning")}
+    assert found == {(6, "warning")}
     ternary = (
-        "loss = loss.cuda()\nfor step in range(9):\n    print(loss.item()) if step % 50 == 0 else None\n"
+        "loss = loss.cuda()\nfor step in range(steps):\n    print(loss.item()) if step % 50 == 0 else None\n"
     )
-    assert [f.severity for f in check_source(ternary, select=["TM301"])] == ["info"]
+    assert check_source(ternary, select=["TM301"]) == []
+
+
+def test_TM301_one_finding_per_statement_at_its_first_line() -> None:
+    code = (
+        "x = x.cuda()\n"
+        "for step in range(steps):\n"
+        "    print(\n"
+        "        x.sum().item(),\n"
+        "        x.mean().item(),\n"
+        "    )\n"
+    )
+    (f,) = check_source(code, select=["TM301"])
+    assert f.line == 3 and "x.sum().item()" in f.message and "x.mean().item()" in f.notes[0]
 
 
 def test_TM301_is_silent_without_a_path_to_an_accelerator() -> None:
-    loop = "for step in range(9):\n    print(loss.item())\n"
+    loop = "for step in range(steps):\n    print(loss.item())\n"
     assert check_source(loop) == []
     # the same loop where the loss may live on a GPU
     assert [f.line for f in check_source("loss = loss.to(device)\n" + loop)] == [3]
@@ -40,7 +53,7 @@ def test_TM301_quotes_the_else_branch_only_when_it_can_sync() -> None:
     code = (
         "import torch\n"
         "out = torch.randn(3).cuda()\n"
-        "for _ in range(3):\n"
+        "for _ in range(steps):\n"
         "    arr = out.cpu().numpy() if out.is_cuda else out.numpy()\n"
     )
     (f,) = check_source(code, select=["TM301"])

@@ -39,19 +39,19 @@ def test_TM403_depends_on_whether_the_owner_is_a_tensor() -> None:
 
 
 def test_TM301_item_on_a_python_number_is_not_a_sync() -> None:
-    code = "x = x.to(device)\nfor i in range(3):\n    v = value.item()\n"
+    code = "x = x.to(device)\nfor i in range(steps):\n    v = value.item()\n"
     assert rules(code, {"value": 3}) == []
     assert rules(code, {"value": torch.tensor(3.0, device="meta")}) == [(3, "TM301")]
 
 
 def test_TM301_and_TM302_know_a_live_cpu_tensor_waits_for_no_gpu() -> None:
-    code = "x = x.to(device)\nfor i in range(3):\n    v = zz[i].item()\n    if zz[i] > 0:\n        pass\n"
+    code = "x = x.to(device)\nfor i in range(steps):\n    v = zz[i].item()\n    if zz[i] > 0:\n        pass\n"
     assert rules(code, {"zz": torch.zeros(3, 7)}) == []
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_TM301_knows_a_live_cuda_tensor_without_a_path_in_the_cell() -> None:
-    code = "for i in range(3):\n    v = zz[i].item()\n"
+    code = "for i in range(steps):\n    v = zz[i].item()\n"
     assert rules(code, {"zz": torch.zeros(3, 7, device="cuda")}) == [(2, "TM301")]
 
 

@@ -10,9 +10,9 @@ RULES = [
         evidence=("static",),
         what="""
             Flags `.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `.nonzero()`, `print(<tensor>)` and
-            `torch.cuda.synchronize()` inside a `for`/`while` loop (or comprehension). Calls under
-            `if step % N == 0:` are reported as info; reads after an inner loop (once per epoch) are
-            not reported. The runtime probe confirms the waits.
+            `torch.cuda.synchronize()` inside a `for`/`while` loop (or comprehension), on values
+            that are (or may be) on a GPU, once per statement. The runtime probe (TM303) measures
+            what such waits cost when the cell runs.
             """,
         why="""
             Each of these copies a value to the CPU, so the CPU waits until the GPU has finished all
@@ -30,7 +30,18 @@ RULES = [
             print(total.item())          # one sync, after the loop
             """,
         not_flagged="""
-            the same calls outside loops; `.item()` on an obvious Python number; calls under `if step % N == 0:` are info, not warning; code with no path to an accelerator (nothing moved to CUDA/`device` anywhere in the file, notebook or kernel); tensors known to be on the CPU (live device, or `.cpu()`-ed before); the CPU-only branch of `x.cpu().numpy() if on_gpu else x.numpy()`; loops guarded by `if i == 0` (not a per-iteration sync)
+            the same calls outside loops; `.item()` on an obvious Python number; reads already
+            guarded as the fix suggests (`if step % N == 0:`, a counter the block resets,
+            `if step % N: continue`) or run on one iteration (`if i == 0:`, `len(shown) < 5`);
+            reads after the inner batch loop (once per epoch) and in an epoch loop's own body;
+            loops that run a handful of times (`range(4)`, a short list, a loop that stops on a
+            count); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
+            in the file, notebook or kernel); values known to be on the CPU (live device,
+            `.cpu()`-ed, a factory without a device, batches from a DataLoader that were never
+            moved); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()`; a value
+            the host needs to go on (`env.step(a.item())`, an index), except when the loop walks
+            a tensor's elements (`[vocab[i.item()] for i in ids]`: one `.tolist()` would do);
+            `.numpy()` on a GPU tensor (it raises rather than waits)
             """,
     ),
     Rule(

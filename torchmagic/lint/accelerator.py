@@ -19,7 +19,7 @@ import ast
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .kinds import MODULE
+from .kinds import LOADER, MODULE
 from .nodes import keyword
 
 if TYPE_CHECKING:
@@ -215,6 +215,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             q = ctx.qualname(func) or ""
             if q.startswith("numpy.") or q.startswith("np."):
                 return CPU
+            if q.endswith("DataLoader"):
+                return CPU  # batches come out of a loader on the CPU (pinned or not)
             if q.startswith("torch.") and q.count(".") == 1 and q[6:] in _FACTORIES:
                 dev = keyword(n, "device")
                 if dev is None:
@@ -245,8 +247,9 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             n = n.value
             continue
         if isinstance(n, ast.BinOp):
+            # both operands sit on one device (mixing raises), so either one tells
             places = {where(ctx, n.left, depth), where(ctx, n.right, depth)}
-            return ACCELERATOR if ACCELERATOR in places else CPU if places == {CPU} else None
+            return ACCELERATOR if ACCELERATOR in places else CPU if CPU in places else None
         if isinstance(n, (ast.ListComp, ast.GeneratorExp)):
             n = n.elt
             continue
@@ -257,7 +260,15 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             live = live_device_type(ctx, n.id)
             if live is not None:
                 return live
+            if ctx.lookup(n.id) == LOADER:
+                return CPU
             origin = ctx.origin(n)
+            if origin is not None and any(isinstance(x, ast.Name) and x.id == n.id for x in ast.walk(origin)):
+                # `x = x * scale`: where x was before is where it is now
+                earlier = ctx.earlier_origin(n.id)
+                if earlier is None:
+                    return _where_update(ctx, origin, n.id, depth)
+                origin = earlier
             if origin is None:
                 origin = ctx.loop_source(n.id)
             if origin is None:
@@ -265,6 +276,30 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             n = origin
             continue
         return None
+    return None
+
+
+def _where_update(ctx: Context, update: ast.AST, name: str, depth: int) -> str | None:
+    """`x = x.to(device)` with nothing known of x before: what the update says, ignoring x."""
+    if isinstance(update, ast.BinOp):
+        others = [
+            side
+            for side in (update.left, update.right)
+            if not (isinstance(side, ast.Name) and side.id == name)
+        ]
+        return where(ctx, others[0], depth + 1) if others else None
+    if isinstance(update, ast.Call) and isinstance(update.func, ast.Attribute):
+        f = update.func
+        if f.attr in _TO_HOST:
+            return CPU
+        if f.attr == "cuda":
+            return ACCELERATOR
+        if f.attr == "to":
+            target = keyword(update, "device") or (update.args[0] if update.args else None)
+            if device_type_of_literal(target) == "cpu":
+                return CPU
+            if target is not None and is_accelerator_target(ctx, target):
+                return ACCELERATOR
     return None
 
 

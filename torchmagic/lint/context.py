@@ -43,6 +43,23 @@ if TYPE_CHECKING:
     from .registry import StaticCheck
 
 
+_BLOCKS = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.If,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.Match,
+)
+if sys.version_info >= (3, 11):
+    _BLOCKS = (*_BLOCKS, ast.TryStar)
+
+
 @dataclass
 class ClassInfo:
     """A class defined in the source, and what it is to PyTorch."""
@@ -74,6 +91,7 @@ class Frame:
     names: dict[str, str | None] = field(default_factory=dict)
     values: dict[str, ast.AST] = field(default_factory=dict)  # the expression a name was last bound to
     loop_sources: dict[str, ast.AST] = field(default_factory=dict)  # loop variable -> what it iterates
+    earlier: dict[str, ast.AST] = field(default_factory=dict)  # the binding before the last one
     loops: list[LoopInfo] = field(default_factory=list)
     grad: list[str] = field(default_factory=list)
     cls: ClassInfo | None = None
@@ -193,6 +211,13 @@ class Context:
         g = self.frame.grad
         return g[-1] if g and g[-1] != "enable_grad" else None
 
+    def statement(self) -> ast.stmt | None:
+        """The innermost simple statement around the node being checked (not a block)."""
+        for node in reversed(self.stack):
+            if isinstance(node, ast.stmt):
+                return None if isinstance(node, _BLOCKS) else node
+        return None
+
     def source_line(self, lineno: int) -> str:
         return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
 
@@ -210,8 +235,13 @@ class Context:
         unknown; it is kept only when the code (file, notebook or kernel) has an accelerator path."""
         check = self.check
         assert check is not None, "flag() is called from a check during the walk"
-        # a call written over several lines is reported where it starts, as editors show it
+        # a call written over several lines is reported where it starts, as editors show it;
+        # within a simple statement spread over lines, at the statement's first line, so that
+        # one statement gives one finding of a rule (`print(a.item(),\n      b.item())`)
         line, col = getattr(node, "lineno", None), getattr(node, "col_offset", None)
+        stmt = self.statement()
+        if stmt is not None and line is not None and stmt.lineno != line and stmt.end_lineno != stmt.lineno:
+            line, col = stmt.lineno, stmt.col_offset
         f = check.rule.finding(message, hint, line=line, col=col, severity=severity)  # type: ignore[arg-type]
         (self.gpu_findings if needs_accelerator else self.findings).append(f)
 
@@ -252,11 +282,16 @@ class Context:
         return class_path(obj) if is_class(obj) else None
 
     def bind(self, name: str, kind: str | None, value: ast.AST | None = None) -> None:
-        self.frame.names[name] = kind
+        frame = self.frame
+        frame.names[name] = kind
         if value is not None:
-            self.frame.values[name] = value
+            before = frame.values.get(name)
+            if before is not None:
+                frame.earlier[name] = before
+            frame.values[name] = value
         else:
-            self.frame.values.pop(name, None)
+            frame.values.pop(name, None)
+            frame.earlier.pop(name, None)
 
     def lookup(self, name: str) -> str | None:
         for f in (self.frame, self.frames[0]):
@@ -276,12 +311,19 @@ class Context:
         return None
 
     def origin(self, node: ast.AST) -> ast.AST | None:
-        """The expression a plain name was last assigned from in this cell (None when unknown)."""
+        """The expression a plain name was last assigned from in this cell (None when unknown).
+        For an update of the name by itself (`x = x * scale`), `earlier_origin` gives the one before."""
         if not isinstance(node, ast.Name):
             return None
         for f in (self.frame, self.frames[0]):
             if node.id in f.names:
                 return f.values.get(node.id)
+        return None
+
+    def earlier_origin(self, name: str) -> ast.AST | None:
+        for f in (self.frame, self.frames[0]):
+            if name in f.names:
+                return f.earlier.get(name)
         return None
 
     def built_by(self, node: ast.AST) -> str | None:

@@ -368,14 +368,24 @@ class Walker:
                 self._bind_target(target.elts[1], PARAMETER if name == "named_parameters" else TENSOR)
                 return
         self._bind_target(target, self._iter_item_kind(it))
+        sources = self.ctx.frame.loop_sources
         if isinstance(target, ast.Name):
-            self.ctx.frame.loop_sources[target.id] = it
-        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(it, ast.Call):
-            # `for x, y in zip(xs, ys)`: each name iterates its own argument
-            if terminal_name(it.func) == "zip" and len(it.args) == len(target.elts):
+            sources[target.id] = it
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if (
+                isinstance(it, ast.Call)
+                and terminal_name(it.func) == "zip"
+                and len(it.args) == len(target.elts)
+            ):
+                # `for x, y in zip(xs, ys)`: each name iterates its own argument
                 for elt, arg in zip(target.elts, it.args):
                     if isinstance(elt, ast.Name):
-                        self.ctx.frame.loop_sources[elt.id] = arg
+                        sources[elt.id] = arg
+            else:
+                # `for x, y in loader`: each name is a part of what the loop yields
+                for elt in target.elts:
+                    if isinstance(elt, ast.Name):
+                        sources[elt.id] = it
 
     def _iter_item_kind(self, it: ast.AST) -> str | None:
         if isinstance(it, ast.Call):

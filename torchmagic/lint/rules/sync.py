@@ -30,6 +30,7 @@ from ..kinds import (
     STRING,
     TENSOR_KINDS,
 )
+from ..nodes import terminal_name
 from ..registry import check
 from ._common import unparse
 
@@ -73,6 +74,21 @@ def _resets_counter(node: ast.If) -> bool:
     return False
 
 
+def _is_bounded(test: ast.AST) -> bool:
+    """`len(examples) < 5`, `n_shown <= 8` (also within an `and`): a guard that lets a few
+    iterations through."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_is_bounded(v) for v in test.values)
+    if (
+        not isinstance(test, ast.Compare)
+        or len(test.ops) != 1
+        or not isinstance(test.ops[0], (ast.Lt, ast.LtE))
+    ):
+        return False
+    right = test.comparators[0]
+    return isinstance(right, ast.Constant) and isinstance(right.value, int) and right.value <= 16
+
+
 def guard_kind(ctx: Context, node: ast.AST) -> str | None:
     """How often `node` runs in its innermost loop: on one iteration only (`if i == 0:`),
     every N steps (`if step % N == 0:`, a counter the block resets, or `if step % N: continue`
@@ -94,7 +110,7 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             continue
         if _is_mod(parent.test):
             return PERIODIC
-        if _is_once(parent.test, names):
+        if _is_once(parent.test, names) or _is_bounded(parent.test):
             return ONCE
         if isinstance(parent, ast.If) and _resets_counter(parent):
             return PERIODIC
@@ -123,10 +139,98 @@ def _tensor_in_print(ctx: Context, call: ast.Call) -> ast.AST | None:
     return None
 
 
+MAX_SHORT_LOOP = 16
+
+
+def _small_int(ctx: Context, node: ast.AST) -> bool:
+    """A constant, or a parameter of the enclosing function whose default is one, of at most
+    `MAX_SHORT_LOOP` (`def show(images, n=4): for i in range(n): ...`)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and node.value <= MAX_SHORT_LOOP
+    func = ctx.frame.node
+    if isinstance(node, ast.Name) and isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = func.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults = dict(
+            zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults)
+        )
+        defaults |= {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
+        default = defaults.get(node.id)
+        return default is not None and _small_int(ctx, default) and not isinstance(default, ast.Name)
+    return False
+
+
+def _few_iterations(ctx: Context, loop: ast.AST) -> bool:
+    """`for i in range(4)`, `for ax in [a, b, c]`, or a loop that stops after a count
+    (`if shown == num_images: return`): it runs a handful of times (showing a few images, a few
+    layers), which is not where per-iteration syncs cost anything."""
+    it = getattr(loop, "iter", None)
+    if isinstance(it, ast.Call) and terminal_name(it.func) == "range" and it.args:
+        last = it.args[0] if len(it.args) == 1 else it.args[1]
+        if _small_int(ctx, last):
+            return True
+    if isinstance(it, (ast.List, ast.Tuple)) and len(it.elts) <= MAX_SHORT_LOOP:
+        return True
+    return any(_stops_on_a_count(outer.node) for outer in ctx.loops)
+
+
+def _stops_on_a_count(loop: ast.AST) -> bool:
+    """The loop increments a counter and returns or breaks when it reaches a value."""
+    counters = {
+        n.target.id
+        for n in ast.walk(loop)
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name)
+    }
+    for n in ast.walk(loop):
+        if isinstance(n, ast.If) and n.body and isinstance(n.body[-1], (ast.Return, ast.Break)):
+            test = n.test
+            if isinstance(test, ast.Compare) and isinstance(test.ops[0], (ast.Eq, ast.GtE, ast.Gt)):
+                if any(isinstance(x, ast.Name) and x.id in counters for x in [test.left, *test.comparators]):
+                    return True
+    return False
+
+
+def _is_epoch_loop(loop: ast.AST) -> bool:
+    """`for epoch in range(n_epochs)`: its own body runs once per epoch."""
+    names = _loop_names(loop) | {
+        n.id if isinstance(n, ast.Name) else n.attr
+        for n in ast.walk(getattr(loop, "iter", ast.Pass()))
+        if isinstance(n, (ast.Name, ast.Attribute))
+    }
+    return any("epoch" in name.lower() for name in names)
+
+
+def _host_needs_it(ctx: Context, call: ast.Call) -> bool:
+    """The value is needed on the host to go on (`env.step(action.item())`, `vocab[idx.item()]`):
+    keeping it on the device is no option, so the advice would not apply."""
+    parent = ctx.parent
+    if isinstance(parent, ast.Subscript) and parent.slice is call:
+        return True
+    if isinstance(parent, ast.Call) and call in parent.args:
+        return terminal_name(parent.func) in ("step", "range", "randint", "choice", "sample")
+    return False
+
+
+def _reads_each_element(ctx: Context, loop: ast.AST, value: ast.AST | None) -> bool:
+    """`[labels[y.item()] for y in preds]`: the loop walks a tensor (or a list of them) and
+    reads each element: one sync per element, where one `.tolist()` would do."""
+    if isinstance(loop, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        targets = {n.id for g in loop.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        it = loop.generators[0].iter
+    else:
+        targets, it = _loop_names(loop), getattr(loop, "iter", None)
+    if isinstance(value, ast.Name) and value.id in targets:
+        return True
+    return it is not None and ctx.kind(it) in TENSOR_KINDS
+
+
 @check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"})
 def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_loop or ctx.loops[-1].inner_loop_seen:
         return  # after the inner batch loop: once per epoch is the fix, not the problem
+    loop = ctx.loops[-1].node
+    if _few_iterations(ctx, loop) or _is_epoch_loop(loop):
+        return
     func = call.func
     value: ast.AST | None = None
     if isinstance(func, ast.Name):
@@ -157,20 +261,21 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             return
     else:
         return
-    guard = guard_kind(ctx, call)
-    if guard == ONCE:
-        return  # `if i == 0:` runs on one iteration: not a per-iteration sync
+    if _host_needs_it(ctx, call) and not _reads_each_element(ctx, loop, value):
+        return
+    if guard_kind(ctx, call) is not None:
+        # `if i == 0:` runs once; `if step % N == 0:` is the advice itself, already followed
+        return
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
     if place == accelerator.CPU or accelerator.in_cpu_branch(ctx, call):
         return  # a CPU tensor: reading it waits for no GPU
-    periodic = guard == PERIODIC
+    if place == accelerator.ACCELERATOR and isinstance(func, ast.Attribute) and func.attr == "numpy":
+        return  # `.numpy()` on a GPU tensor raises rather than waits: not this rule's message
     ctx.flag(
         call,
-        f"`{label}` inside a loop makes the CPU wait for the GPU "
-        + ("each time it runs (here every N steps)." if periodic else "on every iteration."),
+        f"`{label}` inside a loop makes the CPU wait for the GPU on every iteration.",
         "Accumulate on the device (`total += loss.detach()`) and read the value once after the"
         " loop, or only every N steps.",
-        severity="info" if periodic else None,
         needs_accelerator=place is None,
     )
 
