@@ -191,23 +191,37 @@ def _stops_on_a_count(loop: ast.AST) -> bool:
 
 
 def _is_epoch_loop(loop: ast.AST) -> bool:
-    """`for epoch in range(n_epochs)`: its own body runs once per epoch."""
+    """`for epoch in range(n_epochs)`, or a full-batch optimisation loop (`opt.step(closure)`,
+    as with LBFGS, where each step sees all the data): its own body runs once per epoch."""
     names = _loop_names(loop) | {
         n.id if isinstance(n, ast.Name) else n.attr
         for n in ast.walk(getattr(loop, "iter", ast.Pass()))
         if isinstance(n, (ast.Name, ast.Attribute))
     }
-    return any("epoch" in name.lower() for name in names)
+    if any("epoch" in name.lower() for name in names):
+        return True
+    return any(
+        isinstance(n, ast.Call)
+        and terminal_name(n.func) == "step"
+        and len(n.args) == 1
+        and isinstance(n.args[0], ast.Name)
+        and "closure" in n.args[0].id.lower()
+        for n in ast.walk(loop)
+    )
 
 
 def _host_needs_it(ctx: Context, call: ast.Call) -> bool:
-    """The value is needed on the host to go on (`env.step(action.item())`, `vocab[idx.item()]`):
-    keeping it on the device is no option, so the advice would not apply."""
+    """The value is needed on the host to go on (`env.step(action.item())`, `vocab[idx.item()]`,
+    a token sampled with `torch.multinomial(...)`): keeping it on
+    the device is no option, so the advice would not apply."""
     parent = ctx.parent
     if isinstance(parent, ast.Subscript) and parent.slice is call:
         return True
     if isinstance(parent, ast.Call) and call in parent.args:
         return terminal_name(parent.func) in ("step", "range", "randint", "choice", "sample")
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if isinstance(receiver, ast.Call) and terminal_name(receiver.func) == "multinomial":
+        return True
     return False
 
 
@@ -271,10 +285,15 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         return  # a CPU tensor: reading it waits for no GPU
     if place == accelerator.ACCELERATOR and isinstance(func, ast.Attribute) and func.attr == "numpy":
         return  # `.numpy()` on a GPU tensor raises rather than waits: not this rule's message
+    copies_out = isinstance(func, ast.Attribute) and func.attr == "cpu"
     ctx.flag(
         call,
         f"`{label}` inside a loop makes the CPU wait for the GPU on every iteration.",
-        "Accumulate on the device (`total += loss.detach()`) and read the value once after the"
+        "Keep the results on the device and move them once after the loop; to offload as you go,"
+        " copy without waiting (`x.to('cpu', non_blocking=True)`) and call `torch.cuda.synchronize()`"
+        " once after the loop, before reading them."
+        if copies_out
+        else "Accumulate on the device (`total += loss.detach()`) and read the value once after the"
         " loop, or only every N steps.",
         needs_accelerator=place is None,
     )
@@ -308,6 +327,12 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
     test = node.test
     if not ctx.is_tensor(test):
         return
+    if (
+        ctx.loops
+        and any(_is_epoch_loop(loop.node) for loop in ctx.loops)
+        and all(_is_epoch_loop(loop.node) or _few_iterations(ctx, loop.node) for loop in ctx.loops)
+    ):
+        return  # once per epoch (`if val_acc > best_acc:` after the phases)
     places = {accelerator.where(ctx, t) for t in _tensors_in(ctx, test)} or {None}
     if places == {accelerator.CPU} or accelerator.in_cpu_branch(ctx, node):
         return  # a condition on CPU tensors waits for no GPU
