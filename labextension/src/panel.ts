@@ -28,6 +28,9 @@ import {
 
 export const PANEL_ID = 'torchmagic-sidebar';
 
+/** Rows per table page by default (setting `pageSize`). */
+export const PAGE_SIZE = 50;
+
 /** The piece of a client the panel reads; a ReportClient or a test double. */
 export interface PanelSource extends Pick<ReportClient, 'state' | 'cells' | 'latest' | 'truncated' | 'unloaded' | 'kernelName'> {
   readonly changed: ISignal<unknown, void>;
@@ -46,7 +49,7 @@ export class TorchmagicPanel extends Widget {
     this.addClass('tm-Panel');
     this.title.caption = 'torchmagic';
     this._reveal = options.reveal ?? null;
-    const pageSize = options.pageSize ?? 50;
+    const pageSize = options.pageSize ?? PAGE_SIZE;
 
     this._status = h('div', { className: 'tm-Status', 'aria-live': 'polite' });
     this._summary = h('div', { className: 'tm-SummaryBox' });
@@ -111,6 +114,17 @@ export class TorchmagicPanel extends Widget {
     this._source = source;
     source?.changed.connect(this._onChanged, this);
     this.render();
+  }
+
+  /** Rows per page of every table (setting `pageSize`), applied at once. */
+  setPageSize(size: number): void {
+    for (const table of this._tables()) {
+      table.setPageSize(size);
+    }
+  }
+
+  get pageSize(): number {
+    return this._tensorTable.pageSize;
   }
 
   setReveal(reveal: RevealHandler | null): void {
@@ -210,6 +224,10 @@ export class TorchmagicPanel extends Widget {
         return [];
     }
     return [];
+  }
+
+  private _tables(): DataTable<any>[] {
+    return [this._tensorTable, this._moduleTable, this._shapeTable, this._syncTable];
   }
 
   private _section(key: string, title: string, open: boolean): ISection {

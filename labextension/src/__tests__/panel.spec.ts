@@ -123,6 +123,29 @@ describe('TorchmagicPanel', () => {
   });
 });
 
+describe('TorchmagicPanel settings', () => {
+  afterEach(() => {
+    document.body.textContent = '';
+  });
+
+  it('applies a new page size to every table at once', () => {
+    const panel = mount(new TorchmagicPanel({ pageSize: 50 }));
+    const source = new FakeSource();
+    panel.setSource(source);
+    const many = Array.from({ length: 12 }, (_, i) => ({ name: `t${i}`, shape: [1], dtype: 'float32', device: 'cpu', nbytes: 4 }));
+    source.push(sampleReport({ tensors: many }));
+    const rows = () => panel.node.querySelectorAll('[data-section="tensors"] tbody tr').length;
+    expect(rows()).toBe(12);
+    panel.setPageSize(5);
+    expect(panel.pageSize).toBe(5);
+    expect(rows()).toBe(5);
+    expect(panel.node.querySelector('[data-section="tensors"] .tm-Table-status')!.textContent).toBe('1–5 of 12 rows');
+    source.push(sampleReport({ cell_id: 'next', tensors: many }));
+    expect(rows()).toBe(5);
+    panel.dispose();
+  });
+});
+
 describe('TorchmagicPanel while collapsed', () => {
   it('renders the latest state when it is shown again', () => {
     const panel = mount(new TorchmagicPanel());
