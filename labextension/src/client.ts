@@ -16,7 +16,8 @@ import type { ISessionContext } from '@jupyterlab/apputils';
 import type { Kernel, KernelMessage as KM } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { ConnectionState, ICheckedCell, IReport, KernelMessage } from './types';
+import { indexCatalog } from './ruledoc';
+import { ConnectionState, ICheckedCell, IReport, IRuleDoc, KernelMessage } from './types';
 
 export const COMM_TARGET = 'torchmagic';
 
@@ -54,6 +55,11 @@ export class ReportClient {
   /** Lists the kernel cut short, e.g. {tensors: 12000} (the full length). */
   get truncated(): { [list: string]: number } {
     return this._truncated;
+  }
+
+  /** The kernel's rule catalog by rule ID; empty when its torchmagic sends none (older versions). */
+  get catalog(): ReadonlyMap<string, IRuleDoc> {
+    return this._catalog;
   }
 
   /** How many checked cells are kept, newest first. */
@@ -111,6 +117,10 @@ export class ReportClient {
     const msg = data as KernelMessage;
     if (msg.type === 'hello') {
       this._unloaded = false;
+      // Only a kernel that sends a catalog changes it: a hello without one keeps the rule docs.
+      if (msg.catalog !== undefined) {
+        this._catalog = indexCatalog(msg.catalog);
+      }
       this._setState('attached');
     } else if (msg.type === 'report') {
       if (!msg.report || typeof msg.report !== 'object') {
@@ -135,9 +145,10 @@ export class ReportClient {
     }
   }
 
-  /** Forget reports (kernel restart or change). */
+  /** Forget reports (kernel restart or change) and the rule docs of that kernel's torchmagic. */
   clear(): void {
     this._cells = [];
+    this._catalog = new Map();
     this._truncated = {};
     this._seen.clear();
   }
@@ -312,6 +323,7 @@ export class ReportClient {
   private _state: ConnectionState = 'no-kernel';
   private _cells: ICheckedCell[] = [];
   private _historySize: number;
+  private _catalog: ReadonlyMap<string, IRuleDoc> = new Map();
   private _truncated: { [list: string]: number } = {};
   private _seen = new Map<string, number>();
   private _unloaded = false;

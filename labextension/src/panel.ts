@@ -11,7 +11,7 @@ import { Widget } from '@lumino/widgets';
 import { ReportClient } from './client';
 import { h, replaceChildren } from './dom';
 import { DataTable } from './tables';
-import { IModuleRecord, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
+import { IModuleRecord, IRuleDoc, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
 import {
   MODULE_COLUMNS,
   RevealHandler,
@@ -33,6 +33,8 @@ export const PAGE_SIZE = 50;
 
 /** The piece of a client the panel reads; a ReportClient or a test double. */
 export interface PanelSource extends Pick<ReportClient, 'state' | 'cells' | 'latest' | 'truncated' | 'unloaded' | 'kernelName'> {
+  /** The kernel's rule catalog (absent or empty: rule IDs are plain badges). */
+  readonly catalog?: ReadonlyMap<string, IRuleDoc>;
   readonly changed: ISignal<unknown, void>;
 }
 
@@ -171,7 +173,7 @@ export class TorchmagicPanel extends Widget {
 
     this._content.hidden = !(attached && latest);
     const cells = attached ? source!.cells.slice() : [];
-    replaceChildren(this._findings.body, renderFindings(cells, this._reveal));
+    replaceChildren(this._findings.body, renderFindings(cells, this._reveal, { catalog: attached ? source!.catalog : null, expanded: this._expanded }));
     const findingCount = cells.reduce((n, c) => n + (c.report.findings ?? []).length, 0);
     this._findings.count.textContent = String(findingCount);
 
@@ -256,6 +258,8 @@ export class TorchmagicPanel extends Widget {
 
   private _source: PanelSource | null = null;
   private _stale = false;
+  /** Findings whose rule doc the user opened; kept across reports. */
+  private _expanded = new Set<string>();
   private _reveal: RevealHandler | null;
   private _status: HTMLDivElement;
   private _summary: HTMLDivElement;

@@ -1,4 +1,4 @@
-"""The sidebar's settings and restored layout in real JupyterLab, then the same
+"""The sidebar's settings, rule docs and restored layout in real JupyterLab, then the same
 panel in Notebook 7 (headless Chromium, see conftest.py). Like test_sidebar.py the tests run
 in file order on one server and one page.
 """
@@ -35,6 +35,19 @@ class Net(nn.Module):
 xs = [torch.zeros(i + 1) for i in range(9)]
 """
 
+# What a kernel whose torchmagic sends the rule catalog says in `hello` (the contract in
+# types.ts, IHelloMessage). Run only when the kernel's own hello brought no catalog.
+FIX = "self.register_buffer('ones', torch.ones(3))"
+CATALOG_HELLO = f"""import comm
+_hello = {{"type": "hello", "channel": "test-catalog", "catalog": [{{
+    "id": "TM101", "name": "tensor-created-in-forward", "severity": "warning",
+    "evidence": ["static"], "what": "Flags `torch.ones(...)` in `forward`.",
+    "why": "It builds a new CPU tensor on every call.",
+    "example": "def forward(self, x):\\n    return x * torch.ones(3)",
+    "fix": {FIX!r}, "overrides": []}}]}}
+_catalog_comm = comm.create_comm(target_name="torchmagic", data=_hello)
+"""
+
 
 @pytest.fixture(scope="module")
 def notebook(lab: LabServer) -> LabServer:
@@ -48,6 +61,7 @@ def notebook(lab: LabServer) -> LabServer:
         nbformat.v4.new_markdown_cell("# c.ipynb"),
         nbformat.v4.new_code_cell("%load_ext torchmagic"),
         nbformat.v4.new_code_cell(CHECK),
+        nbformat.v4.new_code_cell(CATALOG_HELLO),
     ]
     nbformat.write(nb, str(lab.root / "c.ipynb"))
     return lab
@@ -80,6 +94,28 @@ def test_page_size_setting_applies_live(page: Page, notebook: LabServer) -> None
     expect(page.locator(f"{PANEL} [data-section='tensors'] tbody tr")).to_have_count(5)
     page.locator(PANEL).screenshot(path=str(ARTIFACTS / "sidebar-page-size.png"))
     page.locator("#jp-main-dock-panel li.lm-TabBar-tab", has_text="c.ipynb").click()
+
+
+def test_rule_id_expands_its_doc(page: Page) -> None:
+    rule = page.locator(f"{PANEL} .tm-Finding[data-rule='TM101'] button.tm-Finding-rule")
+    if rule.count() == 0:  # this kernel's torchmagic sends no catalog yet: say what a newer one says
+        run_cell(page, 3)
+    expect(rule).to_be_visible(timeout=KERNEL_TIMEOUT)
+    expect(rule).to_have_attribute("aria-expanded", "false")
+    page.locator(f"{NOTEBOOK} .jp-Cell").nth(0).click()  # the checked cell is not the active one
+    rule.click()
+    doc = page.locator(f"{PANEL} .tm-Finding[data-rule='TM101'] .tm-RuleDoc")
+    expect(doc).to_be_visible()
+    expect(rule).to_have_attribute("aria-expanded", "true")
+    expect(doc.locator(".tm-RuleDoc-what")).not_to_be_empty()
+    expect(doc.locator(".tm-mod-fix pre")).not_to_be_empty()
+    if doc.locator(".tm-mod-fix pre").inner_text() == FIX:  # our stand-in catalog: exact text
+        expect(doc.locator(".tm-RuleDoc-what code")).to_have_text(["torch.ones(...)", "forward"])
+    # Opening the doc is not a jump to the cell.
+    expect(page.locator(f"{NOTEBOOK} .jp-Cell.jp-mod-active")).not_to_contain_text("%%torchcheck")
+    page.locator(PANEL).screenshot(path=str(ARTIFACTS / "sidebar-rule-doc.png"))
+    rule.click()
+    expect(doc).to_be_hidden()
 
 
 def workspace(lab: LabServer) -> dict[str, Any]:
