@@ -43,10 +43,8 @@ RECORDS = [Finding, SyncRecord, TensorRecord, ModuleRecord, ShapeRecord, MemoryR
 # TS properties that run ahead of the kernel: declared in types.ts (the panel already renders
 # them) before report.py has the field. Once report.py gains the field, the test below fails
 # and asks for the entry to be removed, so from then on the field is checked like any other.
-PENDING_IN_PYTHON: dict[tuple[str, str], str] = {
-    ("IFinding", "evidence"): "tuple[str, ...], from issue 10 (one merge of all evidence)",
-    ("IFinding", "notes"): "tuple[str, ...], from issue 10 (one merge of all evidence)",
-}
+# Example: ("IFinding", "fix"): "str | None, the autofix".
+PENDING_IN_PYTHON: dict[tuple[str, str], str] = {}
 
 # `Report.to_dict()` keys the sidebar does not find in `report`: views/comm.py moves
 # `truncated` to the message around it (`IReportMessage.truncated`).
@@ -398,7 +396,7 @@ def test_hello_message_matches_IHelloMessage(ts: TSModule) -> None:
             missing = {"id", "name", "severity", "what", "why", "fix"} - set(rule)
             if missing:
                 problems.append(f"catalog rule {rule.get('id')}: no {', '.join(sorted(missing))}")
-    assert not problems, "\n".join(problems)
+    assert not problems, "\n".join(dict.fromkeys(problems))
 
 
 def test_pending_fields_are_still_pending() -> None:

@@ -7,7 +7,7 @@
 import { h, withCode } from './dom';
 import { IRuleDoc } from './types';
 
-const TEXT_FIELDS = ['name', 'severity', 'what', 'why', 'example', 'fix'] as const;
+const TEXT_FIELDS = ['name', 'severity', 'what', 'why', 'example', 'fix', 'not_flagged'] as const;
 
 /**
  * The catalog by rule ID. Entries that are not objects with a string `id` are dropped, and
@@ -58,6 +58,9 @@ export function renderRuleDoc(doc: IRuleDoc): HTMLElement {
   }
   if (doc.fix) {
     node.appendChild(codeBlock('Fix', 'fix', doc.fix));
+  }
+  if (doc.not_flagged) {
+    node.appendChild(h('p', { className: 'tm-RuleDoc-not' }, h('span', { className: 'tm-RuleDoc-label' }, 'Not flagged: '), ...withCode(doc.not_flagged)));
   }
   const meta: string[] = [];
   if (doc.evidence?.length) {

@@ -111,6 +111,8 @@ export interface IRuleDoc {
   example?: string;
   /** The same code, fixed. */
   fix?: string;
+  /** What the rule deliberately leaves alone (precision before recall). */
+  not_flagged?: string;
   /** IDs of the rules this one takes precedence over on the same problem. */
   overrides?: string[];
 }

@@ -205,6 +205,7 @@ describe('rule docs', () => {
     why: 'Each call waits for the GPU.',
     example: 'for x in xs:\n    total += x.item()\n',
     fix: 'total = torch.stack(xs).sum().item()',
+    not_flagged: 'the same calls outside loops; `if step % N == 0:` reads are info',
     overrides: ['TM201']
   };
   const finding: IFinding = { rule: 'TM301', name: 'sync-in-loop', severity: 'warning', line: 9, col: 2, message: '.item() in a loop' };
@@ -229,6 +230,7 @@ describe('rule docs', () => {
     expect(shown.querySelector('.tm-RuleDoc-why')!.textContent).toBe('Each call waits for the GPU.');
     expect(shown.querySelector('.tm-mod-example pre')!.textContent).toBe('for x in xs:\n    total += x.item()');
     expect(shown.querySelector('.tm-mod-fix pre')!.textContent).toBe('total = torch.stack(xs).sum().item()');
+    expect(shown.querySelector('.tm-RuleDoc-not')!.textContent).toBe('Not flagged: the same calls outside loops; if step % N == 0: reads are info');
     expect(shown.querySelector('.tm-RuleDoc-meta')!.textContent).toBe('TM301 sync-in-loop · evidence: static, runtime · takes precedence over TM201');
     shown.querySelector('pre')!.click(); // selecting code in the doc does not jump either
     expect(reveal).not.toHaveBeenCalled();
@@ -258,7 +260,7 @@ describe('rule docs', () => {
 
   it('shows the doc as text, never as markup', () => {
     (window as any).__pwned = 0;
-    const evil = { id: 'TM301', name: EVIL, what: EVIL, why: EVIL, example: EVIL, fix: EVIL, evidence: [EVIL], overrides: [EVIL] };
+    const evil = { id: 'TM301', name: EVIL, what: EVIL, why: EVIL, example: EVIL, fix: EVIL, not_flagged: EVIL, evidence: [EVIL], overrides: [EVIL] };
     const node = renderFinding(finding, 'cell-1', jest.fn(), { catalog: indexCatalog([evil]) });
     node.querySelector<HTMLButtonElement>('button.tm-Finding-rule')!.click();
     expect(node.querySelector('img')).toBeNull();
