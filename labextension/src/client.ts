@@ -16,16 +16,18 @@ import type { ISessionContext } from '@jupyterlab/apputils';
 import type { Kernel, KernelMessage as KM } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { ConnectionState, ICheckedCell, IReport, KernelMessage } from './types';
+import { indexCatalog } from './ruledoc';
+import { ConnectionState, ICheckedCell, IReport, IRuleDoc, KernelMessage } from './types';
 
 export const COMM_TARGET = 'torchmagic';
 
-/** How many recent checked cells the panel keeps (one entry per cell). */
+/** How many recent checked cells the panel keeps by default (setting `history`). */
 export const HISTORY_SIZE = 20;
 
 export class ReportClient {
-  constructor(session: ISessionContext) {
+  constructor(session: ISessionContext, options: { historySize?: number } = {}) {
     this._session = session;
+    this._historySize = clampHistory(options.historySize ?? HISTORY_SIZE);
     session.kernelChanged.connect(this._onKernelChanged, this);
     session.disposed.connect(this.dispose, this);
     this._attach(session.session?.kernel ?? null);
@@ -53,6 +55,29 @@ export class ReportClient {
   /** Lists the kernel cut short, e.g. {tensors: 12000} (the full length). */
   get truncated(): { [list: string]: number } {
     return this._truncated;
+  }
+
+  /** The kernel's rule catalog by rule ID; empty when its torchmagic sends none (older versions). */
+  get catalog(): ReadonlyMap<string, IRuleDoc> {
+    return this._catalog;
+  }
+
+  /** How many checked cells are kept, newest first. */
+  get historySize(): number {
+    return this._historySize;
+  }
+
+  /** Keep at most `size` checked cells; fewer than before drops the oldest at once. */
+  setHistorySize(size: number): void {
+    const next = clampHistory(size);
+    if (next === this._historySize) {
+      return;
+    }
+    this._historySize = next;
+    if (this._cells.length > next) {
+      this._cells = this._cells.slice(0, next);
+      this._changed.emit();
+    }
   }
 
   /** True when torchmagic was unloaded from this kernel (rather than never loaded). */
@@ -92,6 +117,10 @@ export class ReportClient {
     const msg = data as KernelMessage;
     if (msg.type === 'hello') {
       this._unloaded = false;
+      // Only a kernel that sends a catalog changes it: a hello without one keeps the rule docs.
+      if (msg.catalog !== undefined) {
+        this._catalog = indexCatalog(msg.catalog);
+      }
       this._setState('attached');
     } else if (msg.type === 'report') {
       if (!msg.report || typeof msg.report !== 'object') {
@@ -116,9 +145,10 @@ export class ReportClient {
     }
   }
 
-  /** Forget reports (kernel restart or change). */
+  /** Forget reports (kernel restart or change) and the rule docs of that kernel's torchmagic. */
   clear(): void {
     this._cells = [];
+    this._catalog = new Map();
     this._truncated = {};
     this._seen.clear();
   }
@@ -128,7 +158,7 @@ export class ReportClient {
     const entry: ICheckedCell = { cellId, executionCount: report.execution_count ?? null, report };
     // A cell checked again replaces its old entry; cells without an id are kept apart.
     const rest = cellId === null ? this._cells : this._cells.filter(c => c.cellId !== cellId);
-    this._cells = [entry, ...rest].slice(0, HISTORY_SIZE);
+    this._cells = [entry, ...rest].slice(0, this._historySize);
   }
 
   private _onKernelChanged(_: ISessionContext, args: { oldValue: Kernel.IKernelConnection | null; newValue: Kernel.IKernelConnection | null }): void {
@@ -292,6 +322,8 @@ export class ReportClient {
   private _probeComm: Kernel.IComm | null = null;
   private _state: ConnectionState = 'no-kernel';
   private _cells: ICheckedCell[] = [];
+  private _historySize: number;
+  private _catalog: ReadonlyMap<string, IRuleDoc> = new Map();
   private _truncated: { [list: string]: number } = {};
   private _seen = new Map<string, number>();
   private _unloaded = false;
@@ -299,4 +331,8 @@ export class ReportClient {
   private _wasDisconnected = false;
   private _isDisposed = false;
   private _changed = new Signal<this, void>(this);
+}
+
+function clampHistory(size: number): number {
+  return Number.isFinite(size) ? Math.max(1, Math.floor(size)) : HISTORY_SIZE;
 }

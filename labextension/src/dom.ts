@@ -43,3 +43,31 @@ export function replaceChildren(el: Element, ...children: Child[]): void {
   }
   el.appendChild(fragment);
 }
+
+/**
+ * Messages and hints quote code in backticks, as rule docs do: those spans become <code>
+ * elements, built from text nodes like everything else.
+ */
+export function withCode(text: string): (Node | string)[] {
+  const parts = String(text).split('`');
+  if (parts.length < 3) {
+    return [String(text)];
+  }
+  return parts.map((part, i) => (i % 2 === 1 && i < parts.length - 1 ? codeSpan(part) : i % 2 === 1 ? '`' + part : part));
+}
+
+/**
+ * A <code> span that a narrow panel may wrap after `.`, `(`, `,` and `=` (as <wbr>), so
+ * `torch.save(model.state_dict(), f)` breaks between names, not inside them.
+ */
+export function codeSpan(text: string): HTMLElement {
+  const pieces = text.split(/(?<=[.(,=])/);
+  const children: (Node | string)[] = [];
+  pieces.forEach((piece, i) => {
+    if (i > 0) {
+      children.push(h('wbr'));
+    }
+    children.push(piece);
+  });
+  return h('code', {}, ...children);
+}

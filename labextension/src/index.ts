@@ -1,30 +1,42 @@
 /**
  * Wiring only: one panel in the right side area that follows the current notebook, one
- * comm client per open notebook (so a notebook in the background keeps its reports).
+ * comm client per open notebook (so a notebook in the background keeps its reports), the
+ * settings (schema/sidebar.json) applied live, and the panel's place restored on reload.
  */
 
-import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
-import { ReportClient } from './client';
+import { HISTORY_SIZE, ReportClient } from './client';
 import { torchmagicIcon } from './icon';
 import { revealCell } from './navigate';
-import { PANEL_ID, TorchmagicPanel } from './panel';
+import { PAGE_SIZE, PANEL_ID, TorchmagicPanel } from './panel';
+
+/** The plugin's ID; the settings registry finds its schema as schema/sidebar.json. */
+const PLUGIN_ID = 'torchmagic:sidebar';
 
 const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'torchmagic:sidebar',
+  id: PLUGIN_ID,
   description: 'A sidebar with torchmagic findings, tensors, modules, shape traces and sync stalls of the current notebook.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ICommandPalette],
-  activate: (app: JupyterFrontEnd, tracker: INotebookTracker, palette: ICommandPalette | null) => {
+  optional: [ICommandPalette, ISettingRegistry, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    palette: ICommandPalette | null,
+    settingRegistry: ISettingRegistry | null,
+    restorer: ILayoutRestorer | null
+  ) => {
     const clients = new Map<NotebookPanel, ReportClient>();
+    const config = { pageSize: PAGE_SIZE, history: HISTORY_SIZE };
 
     const clientFor = (notebook: NotebookPanel): ReportClient => {
       let client = clients.get(notebook);
       if (!client || client.isDisposed) {
-        client = new ReportClient(notebook.sessionContext);
+        client = new ReportClient(notebook.sessionContext, { historySize: config.history });
         clients.set(notebook, client);
         notebook.disposed.connect(() => {
           clients.get(notebook)?.dispose();
@@ -42,6 +54,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     const createPanel = () => {
       panel = new TorchmagicPanel({
+        pageSize: config.pageSize,
         reveal: (cellId, finding) => {
           const notebook = tracker.currentWidget;
           if (notebook) {
@@ -55,6 +68,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
         panel = null;
       });
       app.shell.add(panel, 'right', { rank: 900 });
+      // The layout restorer puts it back where the user left it (side, open or collapsed).
+      restorer?.add(panel, PANEL_ID);
       follow();
     };
 
@@ -78,7 +93,31 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
     palette?.addItem({ command: 'torchmagic:show-sidebar', category: 'torchmagic' });
+
+    if (settingRegistry) {
+      const apply = (settings: ISettingRegistry.ISettings) => {
+        config.pageSize = numberSetting(settings, 'pageSize', PAGE_SIZE);
+        config.history = numberSetting(settings, 'history', HISTORY_SIZE);
+        panel?.setPageSize(config.pageSize);
+        for (const client of clients.values()) {
+          client.setHistorySize(config.history);
+        }
+      };
+      settingRegistry
+        .load(PLUGIN_ID)
+        .then(settings => {
+          apply(settings);
+          settings.changed.connect(apply);
+        })
+        .catch(reason => console.warn('torchmagic: cannot load the sidebar settings', reason));
+    }
   }
 };
+
+/** A positive whole number from the settings (the schema bounds it; this guards hand edits). */
+function numberSetting(settings: ISettingRegistry.ISettings, key: string, fallback: number): number {
+  const value = settings.composite[key];
+  return typeof value === 'number' && Number.isFinite(value) && value >= 1 ? Math.floor(value) : fallback;
+}
 
 export default plugin;

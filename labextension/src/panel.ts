@@ -11,7 +11,7 @@ import { Widget } from '@lumino/widgets';
 import { ReportClient } from './client';
 import { h, replaceChildren } from './dom';
 import { DataTable } from './tables';
-import { IModuleRecord, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
+import { IModuleRecord, IRuleDoc, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
 import {
   MODULE_COLUMNS,
   RevealHandler,
@@ -28,8 +28,13 @@ import {
 
 export const PANEL_ID = 'torchmagic-sidebar';
 
+/** Rows per table page by default (setting `pageSize`). */
+export const PAGE_SIZE = 50;
+
 /** The piece of a client the panel reads; a ReportClient or a test double. */
 export interface PanelSource extends Pick<ReportClient, 'state' | 'cells' | 'latest' | 'truncated' | 'unloaded' | 'kernelName'> {
+  /** The kernel's rule catalog (absent or empty: rule IDs are plain badges). */
+  readonly catalog?: ReadonlyMap<string, IRuleDoc>;
   readonly changed: ISignal<unknown, void>;
 }
 
@@ -46,7 +51,7 @@ export class TorchmagicPanel extends Widget {
     this.addClass('tm-Panel');
     this.title.caption = 'torchmagic';
     this._reveal = options.reveal ?? null;
-    const pageSize = options.pageSize ?? 50;
+    const pageSize = options.pageSize ?? PAGE_SIZE;
 
     this._status = h('div', { className: 'tm-Status', 'aria-live': 'polite' });
     this._summary = h('div', { className: 'tm-SummaryBox' });
@@ -113,6 +118,17 @@ export class TorchmagicPanel extends Widget {
     this.render();
   }
 
+  /** Rows per page of every table (setting `pageSize`), applied at once. */
+  setPageSize(size: number): void {
+    for (const table of this._tables()) {
+      table.setPageSize(size);
+    }
+  }
+
+  get pageSize(): number {
+    return this._tensorTable.pageSize;
+  }
+
   setReveal(reveal: RevealHandler | null): void {
     this._reveal = reveal;
     this.render();
@@ -157,7 +173,7 @@ export class TorchmagicPanel extends Widget {
 
     this._content.hidden = !(attached && latest);
     const cells = attached ? source!.cells.slice() : [];
-    replaceChildren(this._findings.body, renderFindings(cells, this._reveal));
+    replaceChildren(this._findings.body, renderFindings(cells, this._reveal, { catalog: attached ? source!.catalog : null, expanded: this._expanded }));
     const findingCount = cells.reduce((n, c) => n + (c.report.findings ?? []).length, 0);
     this._findings.count.textContent = String(findingCount);
 
@@ -212,6 +228,10 @@ export class TorchmagicPanel extends Widget {
     return [];
   }
 
+  private _tables(): DataTable<any>[] {
+    return [this._tensorTable, this._moduleTable, this._shapeTable, this._syncTable];
+  }
+
   private _section(key: string, title: string, open: boolean): ISection {
     const count = h('span', { className: 'tm-Section-count' }, '0');
     const details = h('details', { className: 'tm-Section', 'data-section': key, open }, h('summary', { className: 'tm-Section-title' }, h('span', {}, title), count));
@@ -238,6 +258,8 @@ export class TorchmagicPanel extends Widget {
 
   private _source: PanelSource | null = null;
   private _stale = false;
+  /** Findings whose rule doc the user opened; kept across reports. */
+  private _expanded = new Set<string>();
   private _reveal: RevealHandler | null;
   private _status: HTMLDivElement;
   private _summary: HTMLDivElement;

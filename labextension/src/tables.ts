@@ -136,6 +136,21 @@ export class DataTable<T> {
     return Math.max(1, Math.ceil(this.visibleRows.length / this._pageSize));
   }
 
+  get pageSize(): number {
+    return this._pageSize;
+  }
+
+  /** Rows per page; the first row on screen stays on the page shown. */
+  setPageSize(size: number): void {
+    const next = Number.isFinite(size) ? Math.max(1, Math.floor(size)) : this._pageSize;
+    if (next === this._pageSize) {
+      return;
+    }
+    this._page = Math.floor((this._page * this._pageSize) / next);
+    this._pageSize = next;
+    this._renderBody();
+  }
+
   setRows(rows: readonly T[]): void {
     this._rows = rows.slice();
     this._renderBody();

@@ -1,7 +1,8 @@
 /**
  * The report contract (docs: shared/report.md): what `Report.to_dict()` sends over the
- * `torchmagic` comm. Every field is optional here because the panel renders whatever a
- * report has; more fields may be added on the kernel side, none are required.
+ * `torchmagic` comm. tests/test_report_types.py checks these interfaces against the
+ * dataclasses of torchmagic/report.py: a field with a default there is optional here (an
+ * older kernel may not send it), and `X | None` there is `x?: X | null` here.
  */
 
 export type Severity = 'error' | 'warning' | 'info';
@@ -16,6 +17,10 @@ export interface IFinding {
   hint?: string;
   object?: string | null;
   source?: string;
+  /** Every kind of evidence behind the finding, e.g. ['static', 'live']. */
+  evidence?: string[];
+  /** Extra sentences from the other evidence, shown under the message. */
+  notes?: string[];
 }
 
 export interface ISyncRecord {
@@ -36,6 +41,10 @@ export interface ITensorRecord {
   grad_fn?: string | null;
   is_view?: boolean;
   changed?: boolean;
+  strides?: number[] | null;
+  contiguous?: boolean | null;
+  /** 'tensor', a layout ('sparse_coo', 'nested'), or a tensor subclass's name ('Parameter'). */
+  kind?: string;
   storage_key?: string | null;
 }
 
@@ -49,6 +58,8 @@ export interface IModuleRecord {
   training: boolean;
   nbytes: number;
   changed?: boolean;
+  /** How many submodules the module holds. */
+  submodules?: number;
 }
 
 export interface IShapeRecord {
@@ -57,7 +68,7 @@ export interface IShapeRecord {
   calls: number;
   inputs: number[][];
   outputs: number[][];
-  device: string | null;
+  device?: string | null;
   dtype?: string | null;
   depth?: number;
 }
@@ -85,11 +96,50 @@ export interface IReport {
   errors?: string[];
 }
 
+/** One rule of the catalog, as the kernel sends it in `hello` (newer kernels only). */
+export interface IRuleDoc {
+  id: string;
+  name?: string;
+  severity?: Severity | string;
+  /** The kinds of evidence the rule can fire on: 'static', 'live', 'runtime'. */
+  evidence?: string[];
+  /** One sentence: what the rule flags. */
+  what?: string;
+  /** One sentence: why that is a problem. */
+  why?: string;
+  /** Python code that the rule flags. */
+  example?: string;
+  /** The same code, fixed. */
+  fix?: string;
+  /** What the rule deliberately leaves alone (precision before recall). */
+  not_flagged?: string;
+  /** IDs of the rules this one takes precedence over on the same problem. */
+  overrides?: string[];
+}
+
 /** Messages the kernel side (`torchmagic/views/comm.py`) sends on the comm. */
-export type KernelMessage =
-  | { type: 'hello'; channel?: string; version?: string }
-  | { type: 'report'; report: IReport; channel?: string; seq?: number; truncated?: { [list: string]: number } }
-  | { type: 'closed'; channel?: string };
+export interface IHelloMessage {
+  type: 'hello';
+  channel?: string;
+  version?: string;
+  catalog?: IRuleDoc[];
+}
+
+export interface IReportMessage {
+  type: 'report';
+  report: IReport;
+  channel?: string;
+  seq?: number;
+  /** Lists the kernel cut short, with their full lengths, e.g. {tensors: 12000}. */
+  truncated?: { [list: string]: number };
+}
+
+export interface IClosedMessage {
+  type: 'closed';
+  channel?: string;
+}
+
+export type KernelMessage = IHelloMessage | IReportMessage | IClosedMessage;
 
 /** What the panel shows for one notebook's kernel. */
 export type ConnectionState =

@@ -4,10 +4,11 @@
  * their input; text goes in with `textContent` only (see dom.ts).
  */
 
-import { h } from './dom';
+import { h, withCode } from './dom';
+import { hasDoc, renderRuleDoc } from './ruledoc';
 import { formatBytes, formatCount, formatSeconds, formatShape, formatShapes, plural } from './format';
 import { IColumn } from './tables';
-import { ICheckedCell, IFinding, IModuleRecord, IReport, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
+import { ICheckedCell, IFinding, IModuleRecord, IReport, IRuleDoc, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
 
 const SEVERITIES = ['error', 'warning', 'info'];
 
@@ -87,11 +88,22 @@ export function renderSummary(report: IReport): HTMLElement {
 
 export type RevealHandler = (cellId: string, finding: IFinding) => void;
 
+/** What the findings list needs besides the cells. */
+export interface IFindingsOptions {
+  /** The kernel's rule catalog: a finding whose rule has a doc gets an expandable rule ID. */
+  catalog?: ReadonlyMap<string, IRuleDoc> | null;
+  /**
+   * Keys (`findingKey`) of the findings whose rule doc is open. The panel keeps this set so a
+   * doc stays open when the next report re-renders the list; toggling updates it.
+   */
+  expanded?: Set<string> | null;
+}
+
 /**
  * Findings of the recent checked cells, newest cell first, grouped by cell. A finding of a
- * cell with a `cell_id` is a button that reveals that cell.
+ * cell with a `cell_id` reveals that cell when clicked.
  */
-export function renderFindings(cells: ICheckedCell[], onReveal: RevealHandler | null): HTMLElement {
+export function renderFindings(cells: ICheckedCell[], onReveal: RevealHandler | null, options: IFindingsOptions = {}): HTMLElement {
   const node = h('div', { className: 'tm-Findings' });
   const withFindings = cells.filter(c => (c.report.findings ?? []).length > 0);
   if (withFindings.length === 0) {
@@ -120,7 +132,7 @@ export function renderFindings(cells: ICheckedCell[], onReveal: RevealHandler | 
     );
     const list = h('ul', { className: 'tm-FindingList' });
     for (const finding of findings) {
-      list.appendChild(h('li', {}, renderFinding(finding, cell.cellId ?? null, onReveal)));
+      list.appendChild(h('li', {}, renderFinding(finding, cell.cellId ?? null, onReveal, options)));
     }
     group.appendChild(list);
     node.appendChild(group);
@@ -128,7 +140,51 @@ export function renderFindings(cells: ICheckedCell[], onReveal: RevealHandler | 
   return node;
 }
 
-export function renderFinding(finding: IFinding, cellId: string | null, onReveal: RevealHandler | null): HTMLElement {
+/** Identifies a finding across re-renders (for its open rule doc). */
+export function findingKey(finding: IFinding, cellId: string | null): string {
+  return JSON.stringify([cellId, finding.rule, finding.line ?? null, finding.col ?? null, finding.object ?? null]);
+}
+
+/** The kinds of evidence behind a finding: `evidence` from newer kernels, else its `source`. */
+export function evidenceOf(finding: IFinding): string[] {
+  const evidence = Array.isArray(finding.evidence) ? finding.evidence.filter(e => typeof e === 'string' && e) : [];
+  if (evidence.length) {
+    return Array.from(new Set(evidence));
+  }
+  return typeof finding.source === 'string' && finding.source ? [finding.source] : [];
+}
+
+const EVIDENCE_TEXT: { [kind: string]: string } = {
+  static: "the cell's code",
+  live: 'the live objects in the kernel',
+  runtime: 'what happened while the cell ran'
+};
+
+/** "static + live": shown unless the finding rests on the cell's code alone (the common case). */
+export function renderEvidence(finding: IFinding): HTMLElement | null {
+  const evidence = evidenceOf(finding);
+  if (evidence.length === 0 || (evidence.length === 1 && evidence[0] === 'static')) {
+    return null;
+  }
+  const explained = evidence.map(e => EVIDENCE_TEXT[e] ?? e);
+  return h(
+    'span',
+    { className: 'tm-Evidence', title: `Found from ${explained.join(' and ')}`, 'data-evidence': evidence.join(' ') },
+    evidence.join(' + ')
+  );
+}
+
+/**
+ * One finding: rule ID, name, evidence and where; the message, notes from other evidence and
+ * the hint. With `cellId` and `onReveal` a click on it (or on "line N") reveals the cell; with
+ * a catalog doc for its rule the rule ID is a button that opens the doc below.
+ */
+export function renderFinding(
+  finding: IFinding,
+  cellId: string | null,
+  onReveal: RevealHandler | null,
+  options: IFindingsOptions = {}
+): HTMLElement {
   const severity = severityOf(finding);
   const where =
     finding.line !== null && finding.line !== undefined
@@ -137,58 +193,97 @@ export function renderFinding(finding: IFinding, cellId: string | null, onReveal
         ? String(finding.object)
         : '';
   const clickable = !!(cellId && onReveal);
-  const node = h(clickable ? 'button' : 'div', {
+  const reveal = () => onReveal!(cellId!, finding);
+  const node = h('div', {
     className: `tm-Finding tm-mod-${severity}${clickable ? ' tm-mod-clickable' : ''}`,
-    type: clickable ? 'button' : null,
     title: clickable ? 'Show this cell' : null,
     'data-rule': finding.rule
   });
+
+  const doc = options.catalog?.get(finding.rule);
+  let rule: HTMLElement;
+  let docNode: HTMLElement | null = null;
+  if (hasDoc(doc)) {
+    const key = findingKey(finding, cellId);
+    const open = !!options.expanded?.has(key);
+    docNode = renderRuleDoc(doc);
+    docNode.id = `tm-RuleDoc-${++docCounter}`;
+    docNode.hidden = !open;
+    docNode.title = ''; // the finding's "Show this cell" tooltip does not apply here
+    const button = h(
+      'button',
+      {
+        className: `tm-Badge tm-mod-${severity} tm-Finding-rule`,
+        type: 'button',
+        'aria-expanded': open ? 'true' : 'false',
+        'aria-controls': docNode.id,
+        title: `What ${finding.rule} checks, and how to fix it`
+      },
+      finding.rule
+    );
+    const shown = docNode;
+    button.addEventListener('click', event => {
+      event.stopPropagation(); // the doc opens; the cell is not revealed
+      const nowOpen = shown.hidden;
+      shown.hidden = !nowOpen;
+      button.setAttribute('aria-expanded', nowOpen ? 'true' : 'false');
+      if (nowOpen) {
+        options.expanded?.add(key);
+      } else {
+        options.expanded?.delete(key);
+      }
+    });
+    rule = button;
+  } else {
+    rule = h('span', { className: `tm-Badge tm-mod-${severity}` }, finding.rule);
+  }
+
+  let whereNode: HTMLElement | null = null;
+  if (clickable) {
+    // The keyboard's way to the cell; a click anywhere else on the finding does the same.
+    whereNode = h('button', { className: 'tm-Finding-where tm-Finding-reveal', type: 'button', title: 'Show this cell' }, where || 'show cell');
+    whereNode.addEventListener('click', event => {
+      event.stopPropagation();
+      reveal();
+    });
+  } else if (where) {
+    whereNode = h('span', { className: 'tm-Finding-where' }, where);
+  }
+
   node.appendChild(
     h(
-      'span',
+      'div',
       { className: 'tm-Finding-head' },
-      h('span', { className: `tm-Badge tm-mod-${severity}` }, finding.rule),
+      rule,
       finding.name ? h('span', { className: 'tm-Finding-name' }, finding.name) : null,
-      where ? h('span', { className: 'tm-Finding-where' }, where) : null
+      renderEvidence(finding),
+      whereNode
     )
   );
-  node.appendChild(h('span', { className: 'tm-Finding-message' }, ...withCode(finding.message ?? '')));
+  node.appendChild(h('div', { className: 'tm-Finding-message' }, ...withCode(finding.message ?? '')));
+  const notes = Array.isArray(finding.notes) ? finding.notes.filter(n => typeof n === 'string' && n) : [];
+  if (notes.length) {
+    node.appendChild(h('ul', { className: 'tm-Finding-notes' }, ...notes.map(note => h('li', {}, ...withCode(note)))));
+  }
   if (finding.hint) {
-    node.appendChild(h('span', { className: 'tm-Finding-hint' }, ...withCode(finding.hint)));
+    node.appendChild(h('div', { className: 'tm-Finding-hint' }, ...withCode(finding.hint)));
+  }
+  if (docNode) {
+    node.appendChild(docNode);
   }
   if (clickable) {
-    node.addEventListener('click', () => onReveal!(cellId!, finding));
+    node.addEventListener('click', event => {
+      // Reading or copying the rule doc is not a request to jump to the cell.
+      if (docNode && event.target instanceof Node && docNode.contains(event.target)) {
+        return;
+      }
+      reveal();
+    });
   }
   return node;
 }
 
-/**
- * Messages and hints quote code in backticks, as rule docs do: those spans become <code>
- * elements, built from text nodes like everything else.
- */
-export function withCode(text: string): (Node | string)[] {
-  const parts = String(text).split('`');
-  if (parts.length < 3) {
-    return [String(text)];
-  }
-  return parts.map((part, i) => (i % 2 === 1 && i < parts.length - 1 ? codeSpan(part) : i % 2 === 1 ? '`' + part : part));
-}
-
-/**
- * A <code> span that a narrow panel may wrap after `.`, `(`, `,` and `=` (as <wbr>), so
- * `torch.save(model.state_dict(), f)` breaks between names, not inside them.
- */
-export function codeSpan(text: string): HTMLElement {
-  const pieces = text.split(/(?<=[.(,=])/);
-  const children: (Node | string)[] = [];
-  pieces.forEach((piece, i) => {
-    if (i > 0) {
-      children.push(h('wbr'));
-    }
-    children.push(piece);
-  });
-  return h('code', {}, ...children);
-}
+let docCounter = 0;
 
 /** "cpu 48 B · cuda:0 1.2 MiB" with the number of tensors, above the tensor table. */
 export function renderMemoryTotals(report: IReport): HTMLElement {
@@ -243,7 +338,12 @@ export function tensorRowClass(t: ITensorRecord): string {
 
 export function tensorRowTitle(t: ITensorRecord): string {
   const notes = [
-    `${t.name}: ${formatShape(t.shape)} ${t.dtype} on ${t.device}, ${formatBytes(t.nbytes)}${t.requires_grad ? ', requires grad' : ''}`,t.changed ? 'created or rebound by the last checked cell' : '', t.is_view ? 'a view: shares storage' : '', t.grad_fn ? `grad_fn ${t.grad_fn}` : ''];
+    `${t.name}: ${t.kind && t.kind !== 'tensor' ? `${t.kind} ` : ''}${formatShape(t.shape)} ${t.dtype} on ${t.device}, ${formatBytes(t.nbytes)}${t.requires_grad ? ', requires grad' : ''}`,
+    t.changed ? 'created or rebound by the last checked cell' : '',
+    t.is_view ? 'a view: shares storage' : '',
+    t.contiguous === false ? `not contiguous${Array.isArray(t.strides) ? `, strides ${formatShape(t.strides)}` : ''}` : '',
+    t.grad_fn ? `grad_fn ${t.grad_fn}` : ''
+  ];
   return notes.filter(Boolean).join('; ');
 }
 

@@ -57,7 +57,7 @@ def _build_is_current() -> bool:
     built = LABEXT_BUILD / "package.json"
     if not built.exists():
         return False
-    sources = [LABEXT_SRC / "src", LABEXT_SRC / "style", LABEXT_SRC / "package.json"]
+    sources = [LABEXT_SRC / "src", LABEXT_SRC / "style", LABEXT_SRC / "schema", LABEXT_SRC / "package.json"]
     newest = max(_newest_mtime(p) if p.is_dir() else p.stat().st_mtime for p in sources)
     return built.stat().st_mtime >= newest
 
@@ -191,6 +191,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory, chromium_path: str):
         # The kernel imports the working tree's torchmagic.
         "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
     }
+    # window.jupyterapp lets the tests wait for `app.restored` (the layout put back after a
+    # reload) in JupyterLab and in Notebook 7, whose app reads its own section.
+    (base / "config").mkdir()
+    expose = {"expose_app_in_browser": True}
+    (base / "config" / "jupyter_server_config.json").write_text(
+        json.dumps({"LabApp": expose, "JupyterNotebookApp": expose})
+    )
     log = base / "lab.log"
     cmd = [
         sys.executable,

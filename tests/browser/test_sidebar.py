@@ -73,8 +73,20 @@ def run_cell(page: Page, index: int) -> None:
     page.keyboard.press("Shift+Enter")
 
 
+def wait_restored(page: Page) -> None:
+    """Wait until the app has put back the saved layout (panels open or collapsed, on their side)."""
+    page.wait_for_function("() => !!window.jupyterapp", polling=500, timeout=KERNEL_TIMEOUT)
+    page.evaluate("() => window.jupyterapp.restored.then(() => true)")
+
+
 def open_panel(page: Page) -> None:
-    page.locator(f"li.lm-TabBar-tab[data-id='{PANEL[1:]}']").click()
+    """Open the panel from its tab unless it is open already (the layout restorer reopens it
+    after a reload where the user left it open)."""
+    wait_restored(page)
+    tab = page.locator(f"li.lm-TabBar-tab[data-id='{PANEL[1:]}']")
+    expect(tab).to_be_visible()
+    if not page.locator(PANEL).is_visible():
+        tab.click()
     expect(page.locator(PANEL)).to_be_visible()
 
 

@@ -116,6 +116,51 @@ describe('ReportClient', () => {
     expect(kernel.comms[0].closed).toBe(true);
   });
 
+  it('keeps the rule catalog from hello until the kernel restarts', () => {
+    const kernel = new FakeKernel();
+    const client = new ReportClient(session(kernel));
+    const catalog = [{ id: 'TM301', name: 'sync-in-loop', what: 'w', why: 'y', fix: 'f' }, { bad: true }];
+    kernel.comms[0].receive({ type: 'hello', catalog });
+    expect(Array.from(client.catalog.keys())).toEqual(['TM301']);
+    kernel.comms[0].receive({ type: 'hello' }); // a hello without a catalog changes nothing
+    expect(client.catalog.get('TM301')!.fix).toBe('f');
+    kernel.statusChanged.emit('restarting');
+    expect(client.catalog.size).toBe(0);
+  });
+
+  it('works with an older kernel that sends no catalog', () => {
+    const kernel = new FakeKernel();
+    const client = new ReportClient(session(kernel));
+    kernel.comms[0].receive({ type: 'hello', channel: 'ch', version: '0.1.0' });
+    kernel.comms[0].receive({ type: 'report', channel: 'ch', seq: 1, report: sampleReport() });
+    expect(client.state).toBe('attached');
+    expect(client.catalog.size).toBe(0);
+    expect(client.latest!.findings).toHaveLength(2);
+  });
+
+  it('keeps as many checked cells as the history setting says, applied at once', () => {
+    const kernel = new FakeKernel();
+    const client = new ReportClient(session(kernel), { historySize: 3 });
+    const changed = jest.fn();
+    client.changed.connect(changed);
+    kernel.comms[0].receive({ type: 'hello' });
+    for (let i = 1; i <= 5; i++) {
+      kernel.comms[0].receive({ type: 'report', seq: i, report: sampleReport({ cell_id: `c${i}`, execution_count: i }) });
+    }
+    expect(client.cells.map(c => c.cellId)).toEqual(['c5', 'c4', 'c3']);
+    changed.mockClear();
+    client.setHistorySize(2);
+    expect(client.cells.map(c => c.cellId)).toEqual(['c5', 'c4']);
+    expect(changed).toHaveBeenCalledTimes(1);
+    client.setHistorySize(10);
+    kernel.comms[0].receive({ type: 'report', seq: 6, report: sampleReport({ cell_id: 'c6' }) });
+    expect(client.cells).toHaveLength(3);
+    client.setHistorySize(0); // never fewer than one
+    expect(client.historySize).toBe(1);
+    expect(client.cells.map(c => c.cellId)).toEqual(['c6']);
+    expect(new ReportClient(session(null)).historySize).toBe(20);
+  });
+
   it('has no kernel state without a kernel', () => {
     const client = new ReportClient(session(null));
     expect(client.state).toBe('no-kernel');

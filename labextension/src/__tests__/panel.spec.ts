@@ -2,7 +2,7 @@ import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { PanelSource, TorchmagicPanel } from '../panel';
-import { ConnectionState, ICheckedCell } from '../types';
+import { ConnectionState, ICheckedCell, IRuleDoc } from '../types';
 import { EVIL, sampleReport } from './fixtures';
 
 class FakeSource implements PanelSource {
@@ -11,6 +11,7 @@ class FakeSource implements PanelSource {
   truncated: { [list: string]: number } = {};
   unloaded = false;
   kernelName = 'Python 3';
+  catalog = new Map<string, IRuleDoc>();
   changed = new Signal<this, void>(this);
   get latest() {
     return this.cells.length ? this.cells[0].report : null;
@@ -119,6 +120,44 @@ describe('TorchmagicPanel', () => {
     source.push(sampleReport({ errors: [EVIL], modules: [{ name: EVIL, type: EVIL, params: 1, trainable: 1, devices: [EVIL], dtypes: [], training: false, nbytes: 0 }] }));
     expect(panel.node.querySelector('img')).toBeNull();
     expect(panel.node.querySelector('.tm-Error')!.textContent).toBe(`torchmagic: ${EVIL}`);
+    panel.dispose();
+  });
+});
+
+describe('TorchmagicPanel settings and rule docs', () => {
+  afterEach(() => {
+    document.body.textContent = '';
+  });
+
+  it('applies a new page size to every table at once', () => {
+    const panel = mount(new TorchmagicPanel({ pageSize: 50 }));
+    const source = new FakeSource();
+    panel.setSource(source);
+    const many = Array.from({ length: 12 }, (_, i) => ({ name: `t${i}`, shape: [1], dtype: 'float32', device: 'cpu', nbytes: 4 }));
+    source.push(sampleReport({ tensors: many }));
+    const rows = () => panel.node.querySelectorAll('[data-section="tensors"] tbody tr').length;
+    expect(rows()).toBe(12);
+    panel.setPageSize(5);
+    expect(panel.pageSize).toBe(5);
+    expect(rows()).toBe(5);
+    expect(panel.node.querySelector('[data-section="tensors"] .tm-Table-status')!.textContent).toBe('1–5 of 12 rows');
+    source.push(sampleReport({ cell_id: 'next', tensors: many }));
+    expect(rows()).toBe(5);
+    panel.dispose();
+  });
+
+  it('opens a rule doc from the catalog and keeps it open when the next report arrives', () => {
+    const panel = mount(new TorchmagicPanel({ reveal: jest.fn() }));
+    const source = new FakeSource();
+    source.catalog = new Map([['TM301', { id: 'TM301', name: 'sync-in-loop', what: 'Flags `.item()` in a loop.', fix: 'total = xs.sum().item()' }]]);
+    panel.setSource(source);
+    source.push();
+    expect(panel.node.querySelector('.tm-Finding[data-rule="TM101"] .tm-Finding-rule')).toBeNull(); // no doc for TM101
+    panel.node.querySelector<HTMLButtonElement>('.tm-Finding[data-rule="TM301"] button.tm-Finding-rule')!.click();
+    source.push(sampleReport({ cell_id: 'cell-2', execution_count: 8 }));
+    const docs = Array.from(panel.node.querySelectorAll<HTMLElement>('.tm-RuleDoc'));
+    expect(docs.map(d => d.hidden)).toEqual([true, false]); // cell-2's TM301 closed, cell-1's still open
+    expect(docs[1].querySelector('pre')!.textContent).toBe('total = xs.sum().item()');
     panel.dispose();
   });
 });

@@ -91,3 +91,18 @@ describe('DataTable row clicks', () => {
     expect(rows[1].classList.contains('tm-mod-clickable')).toBe(false);
   });
 });
+
+describe('DataTable page size', () => {
+  it('applies a new page size at once, keeping the first row on screen on the page shown', () => {
+    const table = new DataTable<ITensorRecord>({ label: 'Tensors', columns: TENSOR_COLUMNS, pageSize: 10 });
+    table.setRows(tensors(45));
+    table.setPage(2); // rows 21-30
+    table.setPageSize(4);
+    expect(table.pageSize).toBe(4);
+    expect(names(table)).toEqual(['t20', 't21', 't22', 't23']);
+    expect(table.node.querySelector('.tm-Table-status')!.textContent).toBe('21–24 of 45 rows');
+    table.setPageSize(100);
+    expect(names(table)).toHaveLength(45);
+    expect(table.page).toBe(0);
+  });
+});

@@ -1,5 +1,8 @@
 import { formatBytes, formatShape, formatSeconds } from '../format';
-import { renderFinding, renderFindings, renderMemoryTotals, renderSummary, withCode } from '../views';
+import { withCode } from '../dom';
+import { indexCatalog } from '../ruledoc';
+import { IFinding, IRuleDoc } from '../types';
+import { evidenceOf, findingKey, renderFinding, renderFindings, renderMemoryTotals, renderSummary, tensorRowTitle } from '../views';
 import { EVIL, sampleReport } from './fixtures';
 
 describe('formatters', () => {
@@ -63,10 +66,13 @@ describe('renderFindings', () => {
     expect(groups[0].textContent).toContain('1 error, 1 warning');
     expect(groups[1].getAttribute('data-cell-id')).toBe('old');
 
-    const first = groups[0].querySelector<HTMLButtonElement>('button.tm-Finding[data-rule="TM101"]')!;
-    expect(first.textContent).toContain('line 4:16');
-    first.click();
+    const first = groups[0].querySelector<HTMLElement>('.tm-Finding[data-rule="TM101"]')!;
+    const line = first.querySelector<HTMLButtonElement>('button.tm-Finding-reveal')!;
+    expect(line.textContent).toBe('line 4:16');
+    first.querySelector<HTMLElement>('.tm-Finding-message')!.click();
     expect(reveal).toHaveBeenCalledWith('cell-1', expect.objectContaining({ rule: 'TM101' }));
+    line.click(); // the keyboard's way: a real button
+    expect(reveal).toHaveBeenCalledTimes(2);
   });
 
   it('says so when the recent cells have no findings', () => {
@@ -76,8 +82,8 @@ describe('renderFindings', () => {
 
   it('does not make a finding clickable without a cell id', () => {
     const node = renderFinding({ rule: 'TM101', severity: 'warning', line: null, col: null, message: 'm', object: 'net.fc' }, null, jest.fn());
-    expect(node.tagName).toBe('DIV');
-    expect(node.textContent).toContain('net.fc');
+    expect(node.querySelector('button')).toBeNull();
+    expect(node.querySelector('.tm-Finding-where')!.textContent).toBe('net.fc');
   });
 });
 
@@ -120,5 +126,162 @@ describe('withCode', () => {
       .map(n => n.textContent);
     expect(segments).toEqual(['torch.', 'save(', 'model.', 'state_dict(', '),', ' f)']);
     expect(code.querySelectorAll('wbr').length).toBe(5);
+  });
+});
+
+describe('tensorRowTitle', () => {
+  it('names the kind and the strides of a non-contiguous tensor', () => {
+    const title = tensorRowTitle({
+      name: 'p',
+      shape: [4, 3],
+      dtype: 'float32',
+      device: 'cpu',
+      nbytes: 48,
+      kind: 'Parameter',
+      contiguous: false,
+      strides: [1, 4]
+    });
+    expect(title).toBe('p: Parameter (4, 3) float32 on cpu, 48 B; not contiguous, strides (1, 4)');
+    expect(tensorRowTitle({ name: 'x', shape: [2], dtype: 'int64', device: 'cpu', nbytes: 16, kind: 'tensor', contiguous: true })).toBe(
+      'x: (2,) int64 on cpu, 16 B'
+    );
+  });
+});
+
+describe('evidence and notes', () => {
+  const finding: IFinding = {
+    rule: 'TM405',
+    name: 'numpy-on-grad-tensor',
+    severity: 'error',
+    line: 3,
+    col: 0,
+    message: '`x.numpy()` on a tensor that requires grad',
+    hint: 'detach first',
+    source: 'static',
+    evidence: ['static', 'live', 'static'],
+    notes: ['It failed when the cell ran: `RuntimeError`.', '']
+  };
+
+  it('shows every kind of evidence behind a finding as one badge', () => {
+    const node = renderFinding(finding, null, null);
+    const badge = node.querySelector('.tm-Evidence')!;
+    expect(badge.textContent).toBe('static + live');
+    expect(badge.getAttribute('title')).toBe("Found from the cell's code and the live objects in the kernel");
+  });
+
+  it('shows no badge for a finding from the code alone, and the source of an older kernel', () => {
+    expect(renderFinding({ ...finding, evidence: ['static'] }, null, null).querySelector('.tm-Evidence')).toBeNull();
+    expect(renderFinding({ ...finding, evidence: undefined }, null, null).querySelector('.tm-Evidence')).toBeNull();
+    const older = renderFinding({ ...finding, evidence: undefined, source: 'runtime' }, null, null);
+    expect(older.querySelector('.tm-Evidence')!.textContent).toBe('runtime');
+    expect(evidenceOf({ ...finding, evidence: 'static' as any, source: 'live' })).toEqual(['live']);
+  });
+
+  it('lists the notes under the message, before the hint, with inline code', () => {
+    const node = renderFinding(finding, null, null);
+    const notes = node.querySelectorAll('.tm-Finding-notes li');
+    expect(notes).toHaveLength(1); // the empty note is dropped
+    expect(notes[0].textContent).toBe('It failed when the cell ran: RuntimeError.');
+    expect(notes[0].querySelector('code')!.textContent).toBe('RuntimeError');
+    const order = Array.from(node.children).map(c => c.className);
+    expect(order).toEqual(['tm-Finding-head', 'tm-Finding-message', 'tm-Finding-notes', 'tm-Finding-hint']);
+  });
+
+  it('escapes notes and evidence', () => {
+    const node = renderFinding({ ...finding, evidence: [EVIL, 'live'], notes: [EVIL] }, 'c', jest.fn());
+    expect(node.querySelector('img')).toBeNull();
+    expect(node.querySelector('.tm-Finding-notes')!.textContent).toBe(EVIL);
+    expect(node.querySelector('.tm-Evidence')!.textContent).toBe(`${EVIL} + live`);
+  });
+});
+
+describe('rule docs', () => {
+  const doc: IRuleDoc = {
+    id: 'TM301',
+    name: 'sync-in-loop',
+    severity: 'warning',
+    evidence: ['static', 'runtime'],
+    what: 'Flags `.item()` inside a loop.',
+    why: 'Each call waits for the GPU.',
+    example: 'for x in xs:\n    total += x.item()\n',
+    fix: 'total = torch.stack(xs).sum().item()',
+    not_flagged: 'the same calls outside loops; `if step % N == 0:` reads are info',
+    overrides: ['TM201']
+  };
+  const finding: IFinding = { rule: 'TM301', name: 'sync-in-loop', severity: 'warning', line: 9, col: 2, message: '.item() in a loop' };
+
+  it('makes the rule ID a button that opens what, why, the flagged code and the fix', () => {
+    const reveal = jest.fn();
+    const expanded = new Set<string>();
+    const node = renderFinding(finding, 'cell-1', reveal, { catalog: indexCatalog([doc]), expanded });
+    const rule = node.querySelector<HTMLButtonElement>('button.tm-Finding-rule')!;
+    const shown = node.querySelector<HTMLElement>('.tm-RuleDoc')!;
+    expect(rule.textContent).toBe('TM301');
+    expect(rule.getAttribute('aria-expanded')).toBe('false');
+    expect(rule.getAttribute('aria-controls')).toBe(shown.id);
+    expect(shown.hidden).toBe(true);
+
+    rule.click();
+    expect(shown.hidden).toBe(false);
+    expect(rule.getAttribute('aria-expanded')).toBe('true');
+    expect(reveal).not.toHaveBeenCalled(); // opening the doc does not jump to the cell
+    expect(expanded.has(findingKey(finding, 'cell-1'))).toBe(true);
+    expect(shown.querySelector('.tm-RuleDoc-what')!.textContent).toBe('Flags .item() inside a loop.');
+    expect(shown.querySelector('.tm-RuleDoc-why')!.textContent).toBe('Each call waits for the GPU.');
+    expect(shown.querySelector('.tm-mod-example pre')!.textContent).toBe('for x in xs:\n    total += x.item()');
+    expect(shown.querySelector('.tm-mod-fix pre')!.textContent).toBe('total = torch.stack(xs).sum().item()');
+    expect(shown.querySelector('.tm-RuleDoc-not')!.textContent).toBe('Not flagged: the same calls outside loops; if step % N == 0: reads are info');
+    expect(shown.querySelector('.tm-RuleDoc-meta')!.textContent).toBe('TM301 sync-in-loop · evidence: static, runtime · takes precedence over TM201');
+    shown.querySelector('pre')!.click(); // selecting code in the doc does not jump either
+    expect(reveal).not.toHaveBeenCalled();
+
+    rule.click();
+    expect(shown.hidden).toBe(true);
+    expect(expanded.size).toBe(0);
+  });
+
+  it('renders a doc open when its finding was open before', () => {
+    const expanded = new Set([findingKey(finding, 'cell-1')]);
+    const node = renderFindings([{ cellId: 'cell-1', executionCount: 1, report: sampleReport({ findings: [finding] }) }], null, {
+      catalog: indexCatalog([doc]),
+      expanded
+    });
+    expect(node.querySelector<HTMLElement>('.tm-RuleDoc')!.hidden).toBe(false);
+  });
+
+  it('leaves the rule ID a plain badge without a catalog or without a doc for the rule', () => {
+    for (const catalog of [null, new Map(), indexCatalog([{ id: 'TM301', name: 'sync-in-loop' }]), indexCatalog([{ ...doc, id: 'TM999' }])]) {
+      const node = renderFinding(finding, 'cell-1', jest.fn(), { catalog });
+      expect(node.querySelector('.tm-Finding-rule')).toBeNull();
+      expect(node.querySelector('.tm-Badge')!.textContent).toBe('TM301');
+      expect(node.querySelector('.tm-RuleDoc')).toBeNull();
+    }
+  });
+
+  it('shows the doc as text, never as markup', () => {
+    (window as any).__pwned = 0;
+    const evil = { id: 'TM301', name: EVIL, what: EVIL, why: EVIL, example: EVIL, fix: EVIL, not_flagged: EVIL, evidence: [EVIL], overrides: [EVIL] };
+    const node = renderFinding(finding, 'cell-1', jest.fn(), { catalog: indexCatalog([evil]) });
+    node.querySelector<HTMLButtonElement>('button.tm-Finding-rule')!.click();
+    expect(node.querySelector('img')).toBeNull();
+    expect(node.querySelector('.tm-mod-fix pre')!.textContent).toBe(EVIL);
+    expect(node.querySelector('.tm-RuleDoc-what')!.textContent).toBe(EVIL);
+    expect((window as any).__pwned).toBe(0);
+  });
+});
+
+describe('indexCatalog', () => {
+  it('indexes rules by ID and drops what does not fit the contract', () => {
+    const catalog = indexCatalog([
+      { id: 'TM101', name: 'tensor-created-in-forward', severity: 'warning', what: 'w', evidence: ['static', 3, 'live'], fix: 42 },
+      { name: 'no id' },
+      null,
+      'TM999',
+      { id: 7 }
+    ]);
+    expect(Array.from(catalog.keys())).toEqual(['TM101']);
+    expect(catalog.get('TM101')).toEqual({ id: 'TM101', name: 'tensor-created-in-forward', severity: 'warning', what: 'w', evidence: ['static', 'live'] });
+    expect(indexCatalog(undefined).size).toBe(0);
+    expect(indexCatalog({ TM101: {} }).size).toBe(0);
   });
 });
