@@ -95,7 +95,10 @@ def _loss_head(ctx: Context) -> str:
     if x is not None:
         parts.append(f"input {shp(x.shape)}")
     if y is not None:
-        parts.append(f"target {shp(y.shape)}" + (f" ({y.dtype})" if ctx.err.kind == m.TARGET_DTYPE else ""))
+        parts.append(
+            f"target {shp(y.shape)}"
+            + (f" ({y.dtype})" if ctx.err.kind in (m.TARGET_DTYPE, m.INDEX_DTYPE) else "")
+        )
     return f"{head} got " + " and ".join(parts) if parts else head
 
 
@@ -269,9 +272,9 @@ def _cat(ctx: Context) -> tuple[str, str]:
 @_kind(m.STACK)
 def _stack(ctx: Context) -> tuple[str, str]:
     err = ctx.err
-    s0, s1 = err.shapes
-    e0, e1 = err.sizes
-    if ctx.in_collate():
+    s0, s1 = (*err.shapes, None)[:2]  # the meta kernel names only the first shape
+    e0, e1 = (*err.sizes, 1)[:2]
+    if ctx.in_collate() and s1 is not None:
         head = ctx.subject() + (
             f": the DataLoader's default collate stacks the samples of a batch, and sample {e0} is "
             f"{shp(s0)} but sample {e1} is {shp(s1)}"
@@ -283,7 +286,12 @@ def _stack(ctx: Context) -> tuple[str, str]:
         return sentence(head, err.text), hint
     ops = _list_operands(ctx)
     head = ctx.subject()
-    if len(ops) > max(e0, e1) and ops[e0].shape == list(s0) and ops[e1].shape == list(s1):
+    if (
+        len(err.shapes) == 2
+        and len(ops) > max(e0, e1)
+        and ops[e0].shape == list(s0)
+        and ops[e1].shape == list(s1)
+    ):
         head += f" stacks {named(ops[e0])} and {named(ops[e1])}"
     else:
         head = _with_operands(ctx, head)
@@ -350,19 +358,44 @@ def _broadcast(ctx: Context) -> tuple[str, str]:
 @_kind(m.CONV_CHANNELS)
 def _conv(ctx: Context) -> tuple[str, str]:
     err = ctx.err
-    weight, msg_input = err.shapes
-    expected, got = err.sizes
     layer = ctx.layer
     x = ctx.layer_input() if ctx.builtin() else None
-    if x is None:
+    if not err.shapes:  # the meta kernel names nothing: the layer's configuration does
+        return _conv_from_config(ctx, x)
+    weight, msg_input = err.shapes
+    expected, got = err.sizes
+    if x is None or layer is None:
         head = ctx.subject() + f" passes input {shp(msg_input)} to a convolution whose weight {shp(weight)}"
         return sentence(head + f" expects {expected} channels", err.text), ""
-    head = _got(ctx, x) + f" with {got} channel{'s' if got != 1 else ''} where it expects {expected}"
+    return _conv_text(ctx, x, expected, got, len(weight) - 2, list(msg_input))
+
+
+def _conv_from_config(ctx: Context, x: TensorInfo | None) -> tuple[str, str]:
+    layer = ctx.layer
+    k = config(layer.module, "kernel_size") if layer is not None else None
+    cin = config(layer.module, "in_channels") if layer is not None else None
+    if x is None or layer is None or not isinstance(k, tuple) or cin is None or len(x.shape) < len(k) + 1:
+        return _generic(ctx)
+    nd = len(k)
+    batched = len(x.shape) == nd + 2
+    got = x.shape[1] if batched else x.shape[0]
+    groups = config(layer.module, "groups") or 1
+    expected = cin if config(layer.module, "transposed") else cin
+    if got == expected and groups != 1:
+        return _generic(ctx)
+    return _conv_text(ctx, x, expected, got, nd, x.shape if batched else [1, *x.shape])
+
+
+def _conv_text(
+    ctx: Context, x: TensorInfo, expected: int, got: int, nd: int, msg_input: list[int]
+) -> tuple[str, str]:
+    err = ctx.err
+    layer = ctx.layer
     assert layer is not None
+    head = _got(ctx, x) + f" with {got} channel{'s' if got != 1 else ''} where it expects {expected}"
     tp = layer.type
     cout = config(layer.module, "out_channels")
     k = _ksize(config(layer.module, "kernel_size"))
-    nd = len(weight) - 2  # spatial dims
     shape = x.shape
     me = ctx.short()
     if len(shape) == nd + 1 and len(msg_input) == nd + 2 and msg_input[0] == 1:
@@ -624,6 +657,8 @@ def _target_dtype(ctx: Context) -> tuple[str, str]:
 
 @_kind(m.INDEX_DTYPE)
 def _index_dtype(ctx: Context) -> tuple[str, str]:
+    if ctx.is_loss():  # the meta kernel of cross_entropy complains about gather's index
+        return _target_dtype(ctx)
     if ctx.builtin():
         x = ctx.layer_input()
         head = _got(ctx, x, "indices") + (f" of dtype {x.dtype}" if x else "")

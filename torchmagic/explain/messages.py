@@ -416,7 +416,8 @@ def _bn(m: re.Match[str], text: str) -> TensorError:
 
 
 @_format(
-    r"Given normalized_shape=(\[[\d, ]*\]), expected input with shape \[\*?,? ?([\d, ]*)\], but got input of size ?(\[[\d, ]*\])"
+    r"Given normalized_shape=(\[[\d, ]*\]), expected input with shape \[\*?,? ?([\d, ]*)\], "
+    r"but got input of size ?(?:torch\.Size\()?(\[[\d, ]*\])"
 )
 def _ln(m: re.Match[str], text: str) -> TensorError:
     return TensorError(NORM_SHAPE, text, shapes=(shape_of(m[1]), shape_of(m[3])))
@@ -478,6 +479,53 @@ def _meta_nonzero(m: re.Match[str], text: str) -> TensorError:
 @_format(r"(\w+::\w+(?:\.\w+)?): attempted to run this operator with Meta tensors")
 def _meta_missing(m: re.Match[str], text: str) -> TensorError:
     return TensorError(META_VALUES, text, argument=m[1], detail="no-meta-kernel")
+
+
+# ---- the meta device's wording (its kernels check in Python, with their own messages) ----------
+
+
+@_format(r"a and b must have same reduction dim, but got (\[[\d, ]+\]) X (\[[\d, ]+\])")
+def _mm_meta(m: re.Match[str], text: str) -> TensorError:
+    return TensorError(MATMUL, text, shapes=(shape_of(m[1]), shape_of(m[2])))
+
+
+@_format(r"size mismatch, got input \((\d+x\d+)\), vec \((\d+)\)")
+def _mv_meta(m: re.Match[str], text: str) -> TensorError:
+    return TensorError(MATMUL, text, shapes=(shape_of(m[1]), shape_of(m[2])), detail="mv")
+
+
+@_format(
+    r"Sizes of tensors must match except in dimension (-?\d+)\. Expected (\d+) in dimension (\d+) but got (\d+) "
+    r"for tensor number (\d+) in the list"
+)
+def _cat_meta(m: re.Match[str], text: str) -> TensorError:
+    return TensorError(CAT, text, sizes=(int(m[2]), int(m[4])), dim=int(m[1]), argument=m[5])
+
+
+@_format(r"stack expects each tensor to be equal size, but got (torch\.Size\(\[[\d, ]*\]\)) at entry (\d+)")
+def _stack_meta(m: re.Match[str], text: str) -> TensorError:
+    return TensorError(STACK, text, shapes=(shape_of(m[1]),), sizes=(int(m[2]),))
+
+
+@_format(
+    r"Attempting to broadcast a dimension of length (\d+) at (-?\d+)! Mismatching argument at index \d+ had "
+    r"(torch\.Size\(\[[\d, ]*\]\)); but expected shape should be broadcastable to (\[[\d, ]*\])"
+)
+def _broadcast_meta(m: re.Match[str], text: str) -> TensorError:
+    target, got = shape_of(m[4]), shape_of(m[3])
+    dim = int(m[2]) + (len(target) if int(m[2]) < 0 else 0)
+    expected = target[dim] if 0 <= dim < len(target) else 0
+    return TensorError(BROADCAST, text, shapes=(target, got), sizes=(expected, int(m[1])), dim=dim)
+
+
+@_format(r"^Invalid channel dimensions$")
+def _conv_meta(m: re.Match[str], text: str) -> TensorError:
+    return TensorError(CONV_CHANNELS, text)
+
+
+@_format(r"(\w+)\(\): Expected dtype int32/int64 for index, but got ([\w.]+)")
+def _index_dtype_meta(m: re.Match[str], text: str) -> TensorError:
+    return TensorError(INDEX_DTYPE, text, dtypes=("int32", "int64", dtype_name(m[2])), argument=m[1])
 
 
 # ---- entry point -------------------------------------------------------------------------------
