@@ -6,6 +6,7 @@ of the user's runs: see `safe` and `frames` for how values are read.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -264,14 +265,17 @@ class Context:
 
     def expression_tensors(self) -> list[TensorInfo]:
         if self._expr is None:
-            s = self.user_site
-            if s is None:
-                self._expr = []
-            else:
-                i = self.sites.index(s)
-                outer = self.sites[i - 1] if i > 0 and s.function.startswith("<") else None
-                self._expr = fr.expression_tensors(s, outer, f"line {s.lineno}")
+            self._expr = self.tensors_in(None)
         return self._expr
+
+    def tensors_in(self, node: ast.AST | None) -> list[TensorInfo]:
+        """Tensors named in `node`, a part of the failing expression (all of it if None)."""
+        s = self.user_site
+        if s is None:
+            return []
+        i = self.sites.index(s)
+        outer = self.sites[i - 1] if i > 0 and s.function.startswith("<") else None  # comprehension
+        return fr.expression_tensors(s, outer, f"line {s.lineno}", tree=node)
 
     def operands(self) -> list[TensorInfo]:
         """The tensors the failing op most likely took: the builtin layer's arguments, a

@@ -55,9 +55,14 @@ def _library_dirs() -> tuple[str, ...]:
 _LIBRARY_DIRS = _library_dirs()
 
 
+_PLUMBING = {"__torch_function__", "__torch_dispatch__"}  # a tensor subclass's dispatch, not the op
+
+
 def frame_kind(frame: FrameType) -> str:
     code = frame.f_code
     filename = code.co_filename
+    if code.co_name in _PLUMBING:
+        return LIBRARY
     if filename.startswith("<"):
         return LIBRARY if filename.startswith("<frozen") else USER  # cells, exec'd strings
     path = os.path.abspath(filename)
@@ -117,6 +122,9 @@ def sites(tb: TracebackType | None) -> list[Site]:
     return out
 
 
+_COMPOUND = {"for", "async", "while", "with", "if", "elif"}
+
+
 def failing_source(frame: FrameType, lineno: int, lasti: int) -> str | None:
     code = frame.f_code
     lines = linecache.getlines(code.co_filename)
@@ -130,6 +138,9 @@ def failing_source(frame: FrameType, lineno: int, lasti: int) -> str | None:
             pos = None
         if pos is not None and None not in pos:
             start, end, col, end_col = pos
+            header = lines[start - 1].strip() if 0 < start <= len(lines) else ""
+            if end != start and header.endswith(":") and header.split(" ", 1)[0] in _COMPOUND:
+                return header.rstrip(":").strip()  # a `for`/`with`/`while` statement: its header
             if 0 < start <= end <= len(lines) and end - start < 20:
                 chunk = [ln.encode("utf-8") for ln in lines[start - 1 : end]]
                 if len(chunk) == 1:

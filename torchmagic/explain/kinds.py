@@ -219,18 +219,34 @@ def _bmm(ctx: Context) -> tuple[str, str]:
 # ---- cat / stack -------------------------------------------------------------------------------
 
 
-def _list_operands(ctx: Context) -> list[TensorInfo]:
-    """The tensors of the failing call's first argument (`torch.cat([a, b])`, `torch.cat(xs)`)."""
-    s = ctx.user_site
-    if s is None:
-        return []
-    tree = fr.parse(s.code())
+def _list_operands(ctx: Context) -> list[tuple[str, TensorInfo | None]]:
+    """The failing call's first argument, element by element: (source, tensor or None)
+    (`torch.cat([a, f(b)])` -> [("a", a), ("f(b)", None)]; `torch.cat(xs)` -> the items of `xs`)."""
+    tree = fr.parse(ctx.code())
     call = next((n for n in ast.walk(tree) if isinstance(n, ast.Call)), None) if tree else None
     if call is None or not call.args:
-        return ctx.expression_tensors()
-    i = ctx.sites.index(s)
-    outer = ctx.sites[i - 1] if i > 0 and s.function.startswith("<") else None
-    return fr.expression_tensors(s, outer, f"line {s.lineno}", tree=call.args[0])
+        return []
+    arg = call.args[0]
+    if isinstance(arg, (ast.List, ast.Tuple)):
+        if any(isinstance(e, ast.Starred) for e in arg.elts):
+            return []
+        out: list[tuple[str, TensorInfo | None]] = []
+        for elt in arg.elts:
+            found = ctx.tensors_in(elt) if fr.reference(elt) is not None else []
+            out.append((ast.unparse(elt), found[0] if len(found) == 1 else None))
+        return out
+    if fr.reference(arg) is not None:
+        return [(t.name, t) for t in ctx.tensors_in(arg)]
+    return []
+
+
+def _known(ops: list[tuple[str, TensorInfo | None]]) -> list[TensorInfo]:
+    return [t for _, t in ops if t is not None]
+
+
+def _listed(ops: list[tuple[str, TensorInfo | None]], limit: int = 3) -> str:
+    parts = [named(t) if t is not None else f"`{src}`" for src, t in ops[:limit]]
+    return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _norm_dim(d: int, rank: int) -> int:
@@ -241,13 +257,14 @@ def _norm_dim(d: int, rank: int) -> int:
 def _cat(ctx: Context) -> tuple[str, str]:
     err = ctx.err
     ops = _list_operands(ctx)
+    known = _known(ops)
     head, hint = ctx.subject(), ""
     if err.detail == "rank":
         r1, r2 = err.sizes
-        lo = next((t for t in ops if len(t.shape) == min(r1, r2)), None)
-        hi = next((t for t in ops if len(t.shape) == max(r1, r2)), None)
+        lo = next((t for t in known if len(t.shape) == min(r1, r2)), None)
+        hi = next((t for t in known if len(t.shape) == max(r1, r2)), None)
         if lo is not None and hi is not None:
-            head += f" joins {named(ops[0])} and {named(hi if ops[0] is lo else lo)}"
+            head += f" joins {named(lo)} and {named(hi)}"
             for i in range(len(hi.shape)):
                 if hi.shape[i] == 1 and hi.shape[:i] + hi.shape[i + 1 :] == lo.shape:
                     hint = f"`{lo.name}.unsqueeze({i})` gives it {len(hi.shape)} dimensions like `{hi.name}`."
@@ -255,8 +272,8 @@ def _cat(ctx: Context) -> tuple[str, str]:
         return sentence(head, err.text), hint
     d, idx = err.dim, int(err.argument or 0)
     expected, got = err.sizes
-    if len(ops) > idx and len(ops[0].shape) == len(ops[idx].shape):
-        t0, ti = ops[0], ops[idx]
+    t0, ti = (ops[0][1], ops[idx][1]) if len(ops) > idx else (None, None)
+    if t0 is not None and ti is not None and len(t0.shape) == len(ti.shape):
         rank = len(t0.shape)
         diff = [k for k in range(rank) if t0.shape[k] != ti.shape[k]]
         dd = _norm_dim(d or 0, rank)
@@ -264,8 +281,8 @@ def _cat(ctx: Context) -> tuple[str, str]:
             head += f" joins {named(t0)} and {named(ti)}"
             if len(diff) == 1 and diff[0] != dd:
                 hint = f"They differ only in dimension {diff[0]}: to join along it, pass `dim={diff[0]}`."
-    if not hint and not head.endswith("]"):
-        head = _with_operands(ctx, head)
+    if not head.endswith("]") and known:
+        head += " joins " + _listed(ops)
     return sentence(head, err.text), hint
 
 
@@ -276,8 +293,7 @@ def _stack(ctx: Context) -> tuple[str, str]:
     e0, e1 = (*err.sizes, 1)[:2]
     if ctx.in_collate() and s1 is not None:
         head = ctx.subject() + (
-            f": the DataLoader's default collate stacks the samples of a batch, and sample {e0} is "
-            f"{shp(s0)} but sample {e1} is {shp(s1)}"
+            f" batches samples of different shapes ({shp(s0)} and {shp(s1)}) with the DataLoader's default collate"
         )
         hint = (
             "Make the Dataset return one shape (resize or crop), or pad each batch in a `collate_fn` "
@@ -286,15 +302,11 @@ def _stack(ctx: Context) -> tuple[str, str]:
         return sentence(head, err.text), hint
     ops = _list_operands(ctx)
     head = ctx.subject()
-    if (
-        len(err.shapes) == 2
-        and len(ops) > max(e0, e1)
-        and ops[e0].shape == list(s0)
-        and ops[e1].shape == list(s1)
-    ):
-        head += f" stacks {named(ops[e0])} and {named(ops[e1])}"
-    else:
-        head = _with_operands(ctx, head)
+    a, b = (ops[e0][1], ops[e1][1]) if len(ops) > max(e0, e1) else (None, None)
+    if a is not None and b is not None and s1 is not None and a.shape == list(s0) and b.shape == list(s1):
+        head += f" stacks {named(a)} and {named(b)}"
+    elif _known(ops):
+        head += " stacks " + _listed(ops)
     hint = "`torch.stack` needs equal shapes: pad or crop them to one size, or use `torch.cat` to join along an existing dimension."
     return sentence(head, err.text), hint
 
@@ -561,6 +573,11 @@ def _device(ctx: Context) -> tuple[str, str]:
         other = next((t for t in first if t.device != "cpu"), None)
         if cpu is not None and other is not None:
             hint = f"Move `{cpu.name}` to `{other.name}`'s device: `{cpu.name}.to({other.name}.device)`."
+    if len(by_dev) == 1 and len(set(err.devices)) == 2:
+        (t,) = by_dev.values()
+        other = next((d for d in err.devices if d != t.device), None)
+        if other is not None:
+            head += f" mixes `{t.name}` on {t.device} with a tensor on {other}"
     factory = _factory_without_device(ctx)
     if factory and not ctx.builtin():
         anchor = next((t.name for t in ops if t.device != "cpu"), "x")
@@ -694,7 +711,8 @@ def _target_range(ctx: Context) -> tuple[str, str]:
     if x is None or not x.shape:
         return sentence(_loss_head(ctx), err.text), ""
     classes = x.shape[1] if len(x.shape) >= 2 else x.shape[0]
-    head = _loss_head(ctx) + f" ({classes} classes), and a target is {v}"
+    head = _loss_head(ctx).replace(f"input {shp(x.shape)}", f"input {shp(x.shape)} ({classes} classes)", 1)
+    head += f" with a value {v}"
     hint = (
         f"Targets must be class indices in [0, {classes}): if there are {v + 1} or more classes give the last "
         "layer that many outputs; if the labels start at 1, use `target - 1`."
