@@ -84,7 +84,8 @@ class DryRun:
 
 def dry_run(model: nn.Module, *example_inputs: Any, **kwargs: Any) -> DryRun:
     """Run `model(*example_inputs, **kwargs)` on meta copies; the user's model, parameters and
-    inputs are never touched. Records are named after the caller's variable for `model`."""
+    inputs are never touched. Records are named after the caller's global variable for
+    `model` (a notebook's), else "model"; `dry_run_as` takes the name."""
     return dry_run_as(_caller_name(model, sys._getframe(1)), model, *example_inputs, **kwargs)
 
 
@@ -109,13 +110,18 @@ def dry_run_as(name: str, model: nn.Module, *example_inputs: Any, **kwargs: Any)
 
     trace = _Trace(copy_names)
     exc_info: BaseException | None = None
+    # The fused attention fast path goes through nested tensors, which have no meta kernels;
+    # the Python path computes the same shapes.
+    fastpath = torch.backends.mha.get_fastpath_enabled()
     try:
         with torch.no_grad(), torch.device("meta"):
+            torch.backends.mha.set_fastpath_enabled(False)
             trace.start()
             try:
                 out = twin(*args, **kw)
             finally:
                 trace.stop()
+                torch.backends.mha.set_fastpath_enabled(fastpath)
         result.outputs = tensor_shapes(out)[0]
     except Exception as e:
         exc_info = e
@@ -134,8 +140,11 @@ def dry_run_as(name: str, model: nn.Module, *example_inputs: Any, **kwargs: Any)
 
 
 def _caller_name(model: Any, frame: Any) -> str:
-    """The caller's variable bound to `model` (locals, then globals), else "model"."""
-    for scope in (frame.f_locals, frame.f_globals):
+    """The caller's variable bound to `model`, else "model". Module-level frames (a notebook
+    cell) only: a function frame's `f_locals` would snapshot its locals into a dict the frame
+    keeps, a new reference to the user's model and inputs."""
+    scopes = (frame.f_globals,) if frame.f_code.co_name != "<module>" else (frame.f_locals, frame.f_globals)
+    for scope in scopes:
         if type(scope) is not dict:
             continue
         for k, v in dict.items(scope):
