@@ -480,3 +480,114 @@ def test_explaining_calls_no_user_code():
     assert ex.tensors[0].name == "x" and ex.tensors[0].shape == [3, 4]
     assert ("self.other", [3, 5]) in [(t.name, t.shape) for t in ex.tensors]
     assert ex.layer is None and ex.chain[-1].type == "Hostile"
+
+
+# ---- the same failing op in four places ---------------------------------------------------------
+
+OPS = {
+    # kind: (op source, a, b, function in userlib, expected message part)
+    m.CAT: ("torch.cat([a, b])", "torch.randn(2, 3)", "torch.randn(2, 4)", "op_cat", "joins `a` [2, 3] and `b` [2, 4]"),
+    m.BROADCAST: ("a + b", "torch.randn(4, 3)", "torch.randn(4)", "op_add", "combines `a` [4, 3] and `b` [4]"),
+    m.MATMUL: ("a @ b", "torch.randn(8, 16)", "torch.randn(10, 16)", "op_matmul", "multiplies `a` [8, 16] by `b` [10, 16]"),
+    m.VIEW_STRIDE: ("a.t().view(-1)", "torch.randn(4, 5)", "None", "op_view", "calls `.view()` on `a.t()`"),
+    m.DTYPE: ("a @ b", "torch.randn(3, 4)", "torch.randn(4, 2, dtype=torch.float64)", "op_matmul",
+              "mixes `a` (float32) and `b` (float64)"),
+    m.DEVICE: ("a + b", "torch.randn(2, 3, device='meta')", "torch.randn(2, 3)", "op_add",
+               "mixes `a` on meta and `b` on cpu"),
+}  # fmt: skip
+
+
+def _placed(where: str, op: str, a: str, b: str, fn: str) -> tuple[str, int, str | None]:
+    """A cell running `op` at top level, in a nested module's forward, in a function from
+    another file, or in a comprehension: (source, cell line, layer)."""
+    head = f"a = {a}\nb = {b}\n"
+    if where == "top":
+        return head + f"out = {op}\n", 3, None
+    if where == "comprehension":
+        return head + f"outs = [{op} for _ in range(2)]\n", 3, None
+    if where == "elsewhere":
+        return head + f"out = userlib.{fn}(a, b)\n", 3, None
+    return (
+        head
+        + "class Inner(nn.Module):\n"
+        + "    def forward(self, a, b):\n"
+        + "        hits.tick()\n"
+        + f"        return {op}\n"
+        + "class Outer(nn.Module):\n"
+        + "    def __init__(self):\n"
+        + "        super().__init__()\n"
+        + "        self.blocks = nn.Sequential(nn.Identity())\n"
+        + "        self.inner = Inner()\n"
+        + "    def forward(self, a, b):\n"
+        + "        hits.tick()\n"
+        + "        return self.inner(self.blocks(a), b)\n"
+        + "outer = Outer()\n"
+        + "out = outer(a, b)\n",
+        6,
+        "outer.inner",
+    )
+
+
+@pytest.mark.parametrize("where", ["top", "module", "elsewhere", "comprehension"])
+@pytest.mark.parametrize("kind", list(OPS))
+def test_each_kind_in_each_place(kind, where):
+    op, a, b, fn, part = OPS[kind]
+    source, line, layer = _placed(where, op, a, b, fn)
+    cell = run(source)
+    ex = cell.explanation
+    assert ex is not None and ex.kind == kind, cell.exc
+    assert ex.line == line and ex.layer == layer
+    assert part in ex.message
+    if where == "module":
+        assert "in the forward of `outer.inner` (Inner)" in ex.message
+        assert [c.name for c in ex.chain] == ["outer", "outer.inner"]
+        assert cell.hits_at_error == 2  # Outer and Inner ran once each; explaining ran nothing
+    if where == "elsewhere":
+        assert f"in `{fn}()`" in ex.message and ex.location.split(":")[0].endswith("userlib.py")
+    shapes = {t.name: t.shape for t in ex.tensors}
+    assert shapes["a"] == list(eval(a).shape)
+
+
+# ---- InFlight ----------------------------------------------------------------------------------
+
+
+class Tolerant(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bad = nn.Linear(3, 3)
+        self.good = nn.Linear(4, 2)
+
+    def forward(self, x):
+        try:
+            self.bad(x)  # raises, caught here
+        except RuntimeError:
+            pass
+        return self.good(x[:, :3])
+
+
+def test_inflight_snapshot_belongs_to_the_exception_that_escaped():
+    from torch.nn.modules import module as module_mod
+
+    hooks = len(module_mod._global_forward_hooks) + len(module_mod._global_forward_pre_hooks)
+    model = Tolerant()
+    with InFlight() as rec:
+        with pytest.raises(RuntimeError) as info:
+            model(torch.randn(2, 4))
+    assert len(module_mod._global_forward_hooks) + len(module_mod._global_forward_pre_hooks) == hooks
+    calls = rec.calls(info.value, {id(model): "model", id(model.good): "model.good"})
+    assert [(c.name, c.type) for c in calls] == [("model.good", "Linear"), ("model", "Tolerant")]
+    assert calls[0].inputs[0].shape == [2, 3] and calls[1].inputs[0].shape == [2, 4]
+    assert rec.calls(RuntimeError("another")) == []
+    rec.clear()
+    assert rec.calls(info.value) == []
+
+
+def test_inflight_ignores_other_threads():
+    import threading
+
+    net = nn.Sequential(nn.Linear(2, 2))
+    with InFlight() as rec:
+        t = threading.Thread(target=lambda: net(torch.randn(1, 2)))
+        t.start()
+        t.join()
+        assert rec._stack == [] and rec._last is None

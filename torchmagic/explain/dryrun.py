@@ -182,11 +182,10 @@ class _Trace(InFlight):
     def __init__(self, names: dict[int, str]) -> None:
         super().__init__()
         self.names = names
-        self.thread = threading.get_ident()
         self.rows: dict[int, _Row] = {}
 
     def _pre(self, module: Any, args: Any) -> None:
-        if threading.get_ident() != self.thread:
+        if threading.get_ident() != self._thread:
             return None
         depth = len(self._stack)
         super()._pre(module, args)
@@ -198,7 +197,7 @@ class _Trace(InFlight):
         return None
 
     def _post(self, module: Any, args: Any, *rest: Any) -> None:
-        if threading.get_ident() != self.thread:
+        if threading.get_ident() != self._thread:
             return None
         super()._post(module, args, *rest)
         row = self.rows.get(id(module))

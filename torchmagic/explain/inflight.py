@@ -11,6 +11,7 @@ ShapeTracer can feed the same `ModuleCall`s; this one is small enough for tests 
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,10 +42,13 @@ class InFlight:
         self._last: tuple[Any, list[list[int]]] | None = None
         self._exc: BaseException | None = None
         self._snapshot: list[_Entry] = []
+        self._thread = threading.get_ident()
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> InFlight:
+        """Install the hooks; only forwards on the calling thread are recorded."""
         self.stop()
+        self._thread = threading.get_ident()
         self._handles = [
             _module_mod.register_module_forward_pre_hook(self._pre),
             _module_mod.register_module_forward_hook(self._post, with_kwargs=True, always_call=True),
@@ -71,7 +75,7 @@ class InFlight:
 
     # ---- hooks -------------------------------------------------------------------------------
     def _pre(self, module: Any, args: Any) -> None:
-        if meta.is_compiling():
+        if meta.is_compiling() or threading.get_ident() != self._thread:
             return None
         try:
             inputs: list[TensorInfo] = []
@@ -86,7 +90,7 @@ class InFlight:
         return None
 
     def _post(self, module: Any, args: Any, *rest: Any) -> None:
-        if meta.is_compiling():
+        if meta.is_compiling() or threading.get_ident() != self._thread:
             return None
         try:
             if len(rest) == 1:  # PyTorch's failure path: the forward raised

@@ -167,11 +167,3 @@ def contiguous(t: Any) -> bool | None:
             return bool(meta.is_contiguous(t))  # a C bool: no user __bool__
     except Exception:
         return None
-
-
-def strides(t: Any) -> list[int] | None:
-    try:
-        with _NO_TF():
-            return [s if type(s) is int else -1 for s in meta.stride(t)]
-    except Exception:
-        return None
