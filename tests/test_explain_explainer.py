@@ -292,6 +292,12 @@ net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).to("meta")
 out = net(torch.randn(5, 3))
 """, 3, "net.0", m.DEVICE, ["`net.0` (Linear 3→4) has its weights on meta but got input [5, 3] on cpu"],
      '`x.to("meta")`', {"input": [5, 3], "net.0.weight": [4, 3]}, 0),
+    ("device-model-left-on-cpu", """
+net = nn.Sequential(nn.Linear(3, 4))
+x = torch.randn(5, 3).to("meta")
+out = net(x)
+""", 4, "net.0", m.DEVICE, ["`net.0` (Linear 3→4) has its weights on cpu but got input [5, 3] on meta"],
+     "`net.to(device)`", {"input": [5, 3], "x": [5, 3]}, 0),
     ("device-factory-in-forward", """
 class Net(nn.Module):
     def __init__(self):

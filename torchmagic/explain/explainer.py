@@ -81,22 +81,27 @@ def explain(
         return None
     if tb is None:
         tb = _traceback(exc)
-    ctx = Context(err, fr.sites(tb), list(modules))
     from .kinds import build
 
-    message, hint = build(ctx)
-    return Explanation(
-        line=cell_line,
-        kind=err.kind,
-        message=message,
-        hint=hint,
-        tensors=ctx.tensors()[:MAX_TENSORS],
-        chain=ctx.chain(),
-        layer=ctx.layer_name(),
-        code=ctx.code(),
-        location=ctx.location(),
-        error=err,
-    )
+    try:
+        ctx = Context(err, fr.sites(tb), list(modules))
+        message, hint = build(ctx)
+        return Explanation(
+            line=cell_line,
+            kind=err.kind,
+            message=message,
+            hint=hint,
+            tensors=ctx.tensors()[:MAX_TENSORS],
+            chain=ctx.chain(),
+            layer=ctx.layer_name(),
+            code=ctx.code(),
+            location=ctx.location(),
+            error=err,
+        )
+    except Exception:  # an odd frame or object: the error's own words still help
+        return Explanation(
+            line=cell_line, kind=err.kind, message=f"{err.text.rstrip('.')}.", hint="", error=err
+        )
 
 
 class Context:

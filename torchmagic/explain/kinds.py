@@ -391,11 +391,9 @@ def _conv_from_config(ctx: Context, x: TensorInfo | None) -> tuple[str, str]:
     nd = len(k)
     batched = len(x.shape) == nd + 2
     got = x.shape[1] if batched else x.shape[0]
-    groups = config(layer.module, "groups") or 1
-    expected = cin if config(layer.module, "transposed") else cin
-    if got == expected and groups != 1:
+    if got == cin:  # the channels fit: something else (groups) did not
         return _generic(ctx)
-    return _conv_text(ctx, x, expected, got, nd, x.shape if batched else [1, *x.shape])
+    return _conv_text(ctx, x, cin, got, nd, x.shape if batched else [1, *x.shape])
 
 
 def _conv_text(
@@ -555,10 +553,13 @@ def _device(ctx: Context) -> tuple[str, str]:
             head = (
                 ctx.subject() + f" has its weights on {pdevs[0]} but got input {shp(x.shape)} on {x.device}"
             )
-            hint = (
-                f'Move the input to the model\'s device: `x.to("{pdevs[0]}")` (better: one `device` for the '
-                "model and every batch, `.to(device)`)."
-            )
+            if pdevs[0] == "cpu":  # the batch went to the accelerator, the model stayed behind
+                hint = f"Move the model to the input's device: `{root}.to(device)` (`device` = {x.device!r} here)."
+            else:
+                hint = (
+                    f'Move the input to the model\'s device: `x.to("{pdevs[0]}")` (better: one `device` for the '
+                    "model and every batch, `.to(device)`)."
+                )
             return sentence(head, err.text), hint
     ops = ctx.operands()
     by_dev: dict[str, TensorInfo] = {}
