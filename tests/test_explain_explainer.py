@@ -598,3 +598,30 @@ def test_inflight_ignores_other_threads():
         t.start()
         t.join()
         assert rec._stack == [] and rec._last is None
+
+
+def test_in_a_real_ipython_cell(shell):
+    """IPython's own cell file names and linecache entries; the cell line as TM405 finds it."""
+    from torchmagic.explain.inflight import module_names
+    from torchmagic.live.errors import _cell_line
+
+    shell.run_cell(
+        "import torch\nfrom torch import nn\nnet = nn.Sequential(nn.Linear(8, 16), nn.Linear(8, 2))\n"
+    )
+    rec = InFlight().start()
+    try:
+        shell.run_cell("x = torch.randn(4, 8)\n\ny = net(x)\n")
+    finally:
+        rec.stop()
+    exc = sys.last_value
+    ex = explain(
+        exc,
+        exc.__traceback__,
+        rec.calls(exc, module_names(net=shell.user_ns["net"])),
+        _cell_line(exc.__traceback__, shell.user_ns),
+    )
+    rec.clear()
+    assert ex.line == 3 and ex.layer == "net.1" and ex.code == "net(x)"
+    assert ex.message.startswith("`net.1` (Linear 8→2) got input [4, 16] from `net.0`")
+    for name in ("net", "x", "y"):
+        shell.user_ns.pop(name, None)
