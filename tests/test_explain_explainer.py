@@ -625,3 +625,37 @@ def test_in_a_real_ipython_cell(shell):
     assert ex.message.startswith("`net.1` (Linear 8→2) got input [4, 16] from `net.0`")
     for name in ("net", "x", "y"):
         shell.user_ns.pop(name, None)
+
+
+MORE = [
+    ("ln = nn.LayerNorm(8)\ny = ln(torch.randn(4, 6))\n", m.NORM_SHAPE,
+     "`ln` (LayerNorm [8]) got input [4, 6]: Given normalized_shape=[8]", "`nn.LayerNorm(6)`"),
+    ("bn = nn.BatchNorm1d(8)\ny = bn(torch.randn(1, 8))\n", m.BATCH_ONE,
+     "`bn` (BatchNorm1d 8) got input [1, 8]: Expected more than 1 value", "`model.eval()`"),
+    ("rnn = nn.LSTM(8, 16)\ny = rnn(torch.randn(5, 8, 8, 8))\n", m.RNN_INPUT,
+     "`rnn` (LSTM 8→16) got input [5, 8, 8, 8]: LSTM: Expected input to be 2D or 3D", "batch_first=True"),
+    ("mha = nn.MultiheadAttention(8, 2)\nq = torch.randn(5, 4, 6)\ny = mha(q, q, q)\n", m.EMBED_DIM,
+     "`mha` (MultiheadAttention 8, 2 heads) got query [5, 4, 6]", "`nn.MultiheadAttention(6, 2)`"),
+    ("x = torch.randn(3, 4)\ny = x.sum(dim=2)\n", m.DIM_RANGE, "`x.sum(dim=2)` with `x` [3, 4]: Dimension out of range", ""),
+    ("import numpy as np\nnet = nn.Sequential(nn.Linear(4, 2))\na = np.zeros((3, 4))\ny = net(a)\n", m.NOT_TENSOR,
+     "`net.0` (Linear 4→2) got a numpy.ndarray where a tensor goes", "`torch.from_numpy(a).float()`"),
+    ("conv = nn.Conv2d(3, 8, 3)\ny = conv(torch.randn(28, 28))\n", m.CONV_RANK,
+     "`conv` (Conv2d 3→8, kernel 3×3) got a 2-D input [28, 28]", "`x[None, None]` is [1, 1, 28, 28]"),
+    ("conv = nn.Conv2d(3, 8, 5)\ny = conv(torch.randn(4, 3, 2, 2))\n", m.INPUT_TOO_SMALL,
+     "`conv` (Conv2d 3→8, kernel 5×5) got input [4, 3, 2, 2]: Calculated padded input size", "padding"),
+    ("x = torch.randn(3, 4)\ny = x[:, 7]\n", m.INDEX_BOUNDS, "`x[:, 7]` with `x` [3, 4]: index 7 is out of bounds", ""),
+    ("a = torch.randn(2, 3)\nb = torch.randn(2, 1, 3)\ny = torch.cat([a, b])\n", m.CAT,
+     "`torch.cat([a, b])` joins `a` [2, 3] and `b` [2, 1, 3]", "`a.unsqueeze(1)`"),
+    ("q = torch.randn(2, 5, 8)\nk = torch.randn(2, 5, 8)\ny = q @ k\n", m.MATMUL,
+     "`q @ k` multiplies `q` [2, 5, 8] by `k` [2, 5, 8]", "`q @ k.transpose(-2, -1)`"),
+    ("x = torch.zeros(4, 3)\nx[0] = torch.randn(5)\n", m.BROADCAST,
+     "`x[0] = torch.randn(5)` assigns a tensor of shape [5] to a slice of shape [3]", "the slice's shape [3]"),
+    ("y = F.cross_entropy(torch.randn(4, 3, 5), torch.zeros(4, 6, dtype=torch.long))\n", m.TARGET_SHAPE,
+     "got input [4, 3, 5] and target [4, 6]: Expected target size [4, 5], got [4, 6].", "[4, 5] here"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("source,kind,start,hint", MORE, ids=[c[1] + str(i) for i, c in enumerate(MORE)])
+def test_more_kinds(source, kind, start, hint):
+    ex = run(source).explanation
+    assert ex.kind == kind and start in ex.message and hint in ex.hint

@@ -324,12 +324,18 @@ def _broadcast(ctx: Context) -> tuple[str, str]:
     err = ctx.err
     if err.detail == "expand":
         target, tensor = err.shapes
+        line = ctx.user_site.line_text() if ctx.user_site is not None else ""
+        tree = fr.parse(line)
+        if tree is not None and any(
+            isinstance(n, (ast.Assign, ast.AugAssign))
+            and any(isinstance(t, ast.Subscript) for t in getattr(n, "targets", [getattr(n, "target", None)]))
+            for n in ast.walk(tree)
+        ):  # `x[0] = y`: the position is the slice alone, the line says what went in
+            head = f"`{line}`{ctx.context()} assigns a tensor of shape {shp(tensor)} to a slice of shape {shp(target)}"
+            hint = f"The value must have the slice's shape {shp(target)} (or broadcast to it)."
+            return sentence(head, err.text), hint
         head = ctx.subject() + f" expands a tensor of shape {shp(tensor)} to {shp(target)}"
-        hint = ""
-        tree = fr.parse(ctx.code())
-        if tree is not None and any(isinstance(n, (ast.Assign, ast.AugAssign)) for n in ast.walk(tree)):
-            hint = f"The value assigned is {shp(tensor)} but the slice it goes into is {shp(target)}."
-        return sentence(head, err.text), hint
+        return sentence(head, err.text), ""
     a_size, b_size = err.sizes
     dim = err.dim or 0
     if ctx.is_loss():
