@@ -280,3 +280,22 @@ def test_names_come_from_the_notebook_namespace():
 def test_rejects_what_is_not_a_module():
     with pytest.raises(TypeError):
         dry_run(lambda x: x, torch.randn(2))
+
+
+def test_module_names_follow_registered_and_plain_list_children():
+    from torchmagic.explain.names import module_names
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = nn.Sequential(nn.Linear(2, 2), nn.ModuleList([nn.ReLU()]))
+            self.heads = [nn.Linear(2, 1)]  # unregistered (TM105), but it runs in forward
+
+        def named_modules(self, *a, **k):  # never called
+            raise AssertionError("user code ran")
+
+    net = Net()
+    names = module_names({"net": net})
+    assert names[id(net.encoder[0])] == "net.encoder.0"
+    assert names[id(net.encoder[1][0])] == "net.encoder.1.0"
+    assert names[id(net.heads[0])] == "net.heads[0]"

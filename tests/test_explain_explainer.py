@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from torchmagic.explain import InFlight, ModuleCall, explain
+from torchmagic.explain import frames as fr
 from torchmagic.explain import messages as m
 
 HERE = Path(__file__).parent / "fixtures" / "explain"
@@ -603,7 +604,6 @@ def test_inflight_ignores_other_threads():
 def test_in_a_real_ipython_cell(shell):
     """IPython's own cell file names and linecache entries; the cell line as TM405 finds it."""
     from torchmagic.explain.inflight import module_names
-    from torchmagic.live.errors import _cell_line
 
     shell.run_cell(
         "import torch\nfrom torch import nn\nnet = nn.Sequential(nn.Linear(8, 16), nn.Linear(8, 2))\n"
@@ -614,12 +614,9 @@ def test_in_a_real_ipython_cell(shell):
     finally:
         rec.stop()
     exc = sys.last_value
-    ex = explain(
-        exc,
-        exc.__traceback__,
-        rec.calls(exc, module_names(net=shell.user_ns["net"])),
-        _cell_line(exc.__traceback__, shell.user_ns),
-    )
+    cell_file = next(s.filename for s in fr.sites(exc.__traceback__) if s.frame.f_globals is shell.user_ns)
+    line = harness.cell_line(exc.__traceback__, cell_file)
+    ex = explain(exc, exc.__traceback__, rec.calls(exc, module_names(net=shell.user_ns["net"])), line)
     rec.clear()
     assert ex.line == 3 and ex.layer == "net.1" and ex.code == "net(x)"
     assert ex.message.startswith("`net.1` (Linear 8→2) got input [4, 16] from `net.0`")

@@ -154,11 +154,9 @@ def _caller_name(model: Any, frame: Any) -> str:
 
 
 def _user_names(name: str, model: Any) -> dict[int, str]:
-    from ..live.scan import module_names
+    from .names import module_names
 
-    names = module_names({name: model})
-    names.setdefault(id(model), name)
-    return names
+    return module_names({name: model})
 
 
 # ---- the per-layer trace -----------------------------------------------------------------------

@@ -132,6 +132,6 @@ class InFlight:
 
 def module_names(**roots: Any) -> dict[int, str]:
     """id(module) -> the name a user would type, for the given root modules (`net=net`)."""
-    from ..live.scan import module_names as _names
+    from .names import module_names as _names
 
-    return _names(dict(roots))
+    return _names(roots)
