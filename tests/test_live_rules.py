@@ -155,38 +155,66 @@ def test_TM205_ignores_single_device_model(ip):
     assert live(check(ip, "one = nn.Sequential(nn.Linear(2, 2)).to('meta')\n"), "TM205") == []
 
 
-def test_TM401_live_flags_list_of_losses(ip):
+def test_TM401_live_flags_a_list_of_graphs_that_still_hold_activations(ip):
     body = (
-        "w = torch.randn(3, requires_grad=True)\n"
+        "w = torch.randn(512, 512, requires_grad=True)\n"
         "losses = []\n"
         "for i in range(4):\n"
-        "    loss = (w * i).sum()\n"
+        "    loss = torch.relu(torch.randn(256, 512) @ w).sum()\n"
         "    losses.append(loss)\n"
     )
     ip.run_cell(body)  # unchecked: the static rule has nothing to say about this cell
     report = check(ip, "history = {'train': losses}\nhist = list(losses)\n")
-    found = live(report, "TM401")
-    warn = [f for f in found if f.severity == "warning"]
+    by_object = {f.object: f for f in live(report, "TM401")}
     # `history['train']` is two levels down: not entered
-    by_object = {f.object: f for f in warn}
     assert set(by_object) == {"losses", "hist"}
     assert by_object["losses"].line is None  # not bound by this cell
-    assert by_object["hist"].line == 3 and "4 tensors" in by_object["hist"].message
+    hist = by_object["hist"]
+    assert hist.line == 3 and hist.severity == "warning"
+    # four graphs, each keeping the matmul's input and the relu's output (256x512 floats,
+    # 512 KiB each; w is a parameter and not counted): 4 MiB
+    assert "4 tensors" in hist.message and "4.0 MiB" in hist.message
+    assert "loss.item()" in hist.hint
 
 
-def test_TM401_live_single_output_is_info(ip):
-    report = check(ip, "w = torch.randn(3, requires_grad=True)\nout = (w * 2).sum()\n")
-    (f,) = live(report, "TM401")
-    assert f.severity == "info" and f.object == "out" and f.line == 3
-
-
-def test_TM401_live_ignores_detached_values(ip):
+def test_TM401_live_ignores_graphs_that_backward_already_released(ip):
     body = (
-        "w = torch.randn(3, requires_grad=True)\n"
-        "vals = [(w * i).sum().detach() for i in range(3)]\n"
-        "nums = [(w * i).sum().item() for i in range(3)]\n"
+        "w = torch.randn(512, 512, requires_grad=True)\n"
+        "losses = []\n"
+        "for i in range(4):\n"
+        "    loss = torch.relu(torch.randn(256, 512) @ w).sum()\n"
+        "    loss.backward()\n"
+        "    losses.append(loss)\n"
+    )
+    ip.run_cell(body)
+    assert live(check(ip, "kept = list(losses)\n"), "TM401") == []
+
+
+def test_TM401_live_ignores_a_single_output_and_hidden_states(ip):
+    body = (
+        "w = torch.randn(512, 512, requires_grad=True)\n"
+        "out = torch.relu(torch.randn(256, 512) @ w)\n"  # the next cell may back-propagate through it
+        "hidden = (torch.relu(torch.randn(256, 512) @ w), torch.relu(torch.randn(256, 512) @ w))\n"
     )
     assert live(check(ip, body), "TM401") == []
+
+
+def test_TM401_live_never_unpacks_saved_tensors_with_hooks(ip):
+    body = (
+        "from torch.utils.checkpoint import checkpoint\n"
+        "calls = []\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(512, 512)\n"
+        "    def forward(self, x):\n"
+        "        calls.append(1)\n"
+        "        return torch.relu(self.fc(x))\n"
+        "block = Block()\n"
+        "outs = [checkpoint(block, torch.randn(256, 512), use_reentrant=False) * 2 for _ in range(3)]\n"
+    )
+    check(ip, body)
+    assert len(ip.user_ns["calls"]) == 3  # one forward each: a saved-tensor unpack would re-run it
 
 
 def test_TM405_live_flags_numpy_error_at_its_line(ip):
@@ -238,14 +266,15 @@ def test_TM105_live_not_repeated_after_the_static_finding(ip):
     assert [f for f in check(ip, "y = 2\n").findings if f.rule == "TM105"] == []
 
 
-def test_TM401_live_yields_to_static_in_the_loop_cell_and_later(ip):
+def test_TM401_live_confirms_the_static_finding_in_the_loop_cell_and_stays_quiet_later(ip):
     body = (
-        "w = torch.randn(3, requires_grad=True)\n"
+        "w = torch.randn(512, 512, requires_grad=True)\n"
         "losses = []\n"
         "for i in range(3):\n"
-        "    loss = (w * i).sum()\n"
+        "    loss = torch.relu(torch.randn(256, 512) @ w).sum()\n"
         "    losses.append(loss)\n"
     )
     found = [f for f in check(ip, body).findings if f.rule == "TM401"]
-    assert [(f.source, f.line) for f in found] == [("static", 6)]
+    assert [(f.evidence, f.line) for f in found] == [(("static", "live"), 6)]
+    assert "saved activations" in found[0].notes[0]
     assert [f for f in check(ip, "z = 3\n").findings if f.rule == "TM401"] == []

@@ -18,6 +18,7 @@ __all__ = [
     "Finding",
     "Report",
     "check_source",
+    "dry_run",
     "last_report",
     "load_ipython_extension",
     "unload_ipython_extension",
@@ -30,6 +31,18 @@ def last_report() -> Report | None:
     from . import extension
 
     return extension.last_report()
+
+
+def dry_run(model: Any, *example_inputs: Any, **kwargs: Any) -> Any:
+    """Per-layer shapes of `model(*example_inputs, **kwargs)` run on the meta device: a meta copy
+    of the module structure runs, the user's parameters are never touched, moved or copied.
+    Returns a `DryRun` (`.records`, `.outputs`, `.failure`); displays as a table in a notebook."""
+    import sys
+
+    from .explain.dryrun import _caller_name, dry_run_as
+    from .views.dryrun import DryRunView
+
+    return DryRunView(dry_run_as(_caller_name(model, sys._getframe(1)), model, *example_inputs, **kwargs))
 
 
 def load_ipython_extension(ip: InteractiveShell) -> None:

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Float, Int, List, Unicode
 from traitlets.config import Configurable
@@ -154,6 +154,64 @@ class TorchCheckMagics(Magics):
             return self.ext.line_command(line)
         return self.ext.run_body(line, cell)
 
+    @line_magic
+    def torchshape(self, line: str) -> Any:
+        """Per-layer shapes of a forward pass run on the meta device: nothing is computed and
+        the model's parameters are never touched, moved or copied.
+
+        %torchshape net(torch.randn(32, 3, 224, 224))
+
+        Shows the same table as a checked cell's shape trace and, if the forward cannot run,
+        which layer stopped it and why (a shape mismatch, or code that needs tensor values).
+        Tensor factories in the arguments build meta tensors, so even huge inputs cost nothing.
+        """
+        from IPython.display import display
+
+        from .views.dryrun import DryRunView
+
+        result = dry_run_expression(line, self.shell.user_ns)
+        if result is not None:
+            display(DryRunView(result))
+
+
+def dry_run_expression(line: str, namespace: dict[str, Any]) -> Any:
+    """`%torchshape model(args)`: evaluate the model and (on the meta device) the arguments,
+    then dry-run. Usage problems are one line on stderr, never a traceback."""
+    import torch
+
+    from .explain import dry_run_as
+
+    text = line.strip()
+    try:
+        call = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        call = None
+    if not isinstance(call, ast.Call):
+        print("usage: %torchshape model(example_input, ...)", file=sys.stderr)
+        return None
+    try:
+        model = eval(compile(ast.Expression(call.func), "<torchshape>", "eval"), namespace)
+        args_src = ast.Expression(ast.Tuple(elts=call.args, ctx=ast.Load()))
+        kwargs_src = ast.Expression(
+            ast.Dict(
+                keys=[ast.Constant(k.arg) for k in call.keywords], values=[k.value for k in call.keywords]
+            )
+        )
+        with torch.device("meta"):  # `torch.randn(32, 3, 224, 224)` costs nothing on meta
+            args = eval(compile(ast.fix_missing_locations(args_src), "<torchshape>", "eval"), namespace)
+            kwargs = eval(compile(ast.fix_missing_locations(kwargs_src), "<torchshape>", "eval"), namespace)
+    except Exception as e:
+        print(f"%torchshape: could not evaluate {text!r}: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+    if any(k is None for k in kwargs):
+        print("%torchshape: **kwargs unpacking is not supported; name the arguments", file=sys.stderr)
+        return None
+    try:
+        return dry_run_as(ast.unparse(call.func), model, *args, **kwargs)
+    except TypeError as e:
+        print(f"%torchshape: {e}", file=sys.stderr)
+        return None
+
 
 def cell_options(config: TorchCheck, line: str) -> tuple[CheckOptions, list[str]]:
     """The options of one checked cell: config, overridden by the `%%torchcheck` line.
@@ -229,6 +287,7 @@ class TorchMagic:
         manager = sh.magics_manager
         for kind in ("line", "cell"):
             manager.magics[kind].pop(MAGIC, None)
+        manager.magics["line"].pop("torchshape", None)
         if manager.registry.get(type(self.magics).__name__) is self.magics:
             del manager.registry[type(self.magics).__name__]
         # register_magics also made the magics instance a configurable of the shell

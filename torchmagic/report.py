@@ -31,6 +31,15 @@ def record_dict(record: Any) -> dict[str, Any]:
     return dict(zip(names, getter(record)))
 
 
+def human_bytes(n: float) -> str:
+    """Binary units, as the sidebar shows them: 12.3 KiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
 def _first_changed(rows: list[Any], limit: int) -> list[Any]:
     """At most `limit` rows, those the cell created or changed first, order kept otherwise."""
     if len(rows) <= limit:

@@ -38,6 +38,7 @@ class RunRecords:
 
     modes: Any = None  # runtime.modes.ModeRecords
     error: Any = None  # runtime.errors.ErrorRecord
+    inflight: Any = None  # runtime.shapes.InFlightRecord: forwards running when an error was raised
 
 
 @dataclass

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from ..report import ShapeRecord
+from ..runtime.hooks import pause_hooks
 from ..runtime.shapes import tensor_shapes
 from . import frames as fr
 from . import messages as msg
@@ -114,7 +115,8 @@ def dry_run_as(name: str, model: nn.Module, *example_inputs: Any, **kwargs: Any)
     # the Python path computes the same shapes.
     fastpath = torch.backends.mha.get_fastpath_enabled()
     try:
-        with torch.no_grad(), torch.device("meta"):
+        # a checked cell's own hooks must not record the meta copy's modules
+        with torch.no_grad(), torch.device("meta"), pause_hooks():
             torch.backends.mha.set_fastpath_enabled(False)
             trace.start()
             try:

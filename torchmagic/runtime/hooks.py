@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # torch.compile warns when global module hooks exist; those are ours, for this cell only.
@@ -32,3 +34,25 @@ def remove_handles(handles: Iterable[Any]) -> None:
             h.remove()
         except Exception:
             pass
+
+
+class _Paused(threading.local):
+    depth = 0
+
+
+_paused = _Paused()
+
+
+def hooks_paused() -> bool:
+    """True while torchmagic itself runs modules (a dry run on meta copies): the cell's hooks
+    must not record them."""
+    return _paused.depth > 0
+
+
+@contextmanager
+def pause_hooks() -> Iterator[None]:
+    _paused.depth += 1
+    try:
+        yield
+    finally:
+        _paused.depth -= 1

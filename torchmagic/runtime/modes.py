@@ -29,7 +29,7 @@ from torch.nn.modules.dropout import _DropoutNd
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..live import meta
-from .hooks import quiet_compile_warning, remove_handles, restore_warnings
+from .hooks import hooks_paused, quiet_compile_warning, remove_handles, restore_warnings
 
 if TYPE_CHECKING:
     from ..run import CellRun
@@ -155,7 +155,7 @@ class ModeRecorder:
         return k
 
     def _pre(self, module: Any, args: Any) -> None:
-        if _is_compiling():  # inside torch.compile tracing: stay out of the graph (no breaks)
+        if _is_compiling() or hooks_paused():  # compiling: stay out of the graph (no breaks)
             return None
         try:
             k = self._kind_of(module)

@@ -10,7 +10,9 @@ call stays around a microsecond or two on top of PyTorch's own hook dispatch.
 
 from __future__ import annotations
 
+import sys
 import weakref
+from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +21,7 @@ from torch.nn.modules import module as _module_mod
 
 from ..live import meta
 from ..report import ShapeRecord
-from .hooks import quiet_compile_warning, remove_handles, restore_warnings
+from .hooks import hooks_paused, quiet_compile_warning, remove_handles, restore_warnings
 
 if TYPE_CHECKING:
     from ..run import CellRun
@@ -78,6 +80,21 @@ class _Call:
         self.device: str | None = None
 
 
+@dataclass
+class InFlightRecord:
+    """The forwards running when an exception was raised in the cell, innermost first, as
+    (module, args, id of the module that returned just before it). Strong references: held
+    only until the cell's report is built."""
+
+    exc: BaseException
+    stack: list[tuple[Any, Any, int | None]]
+    calls: dict[int, _Call]  # what the tracer recorded, for the output shapes of the producer
+
+    def outputs_of(self, module_id: int | None) -> list[list[int]]:
+        rec = self.calls.get(module_id) if module_id is not None else None
+        return (rec.outputs or []) if rec is not None else []
+
+
 class ShapeTracer:
     """Collector: per-submodule shapes of the forward passes in the cell, in first-call order."""
 
@@ -87,13 +104,20 @@ class ShapeTracer:
         self._handles: list[Any] = []
         self._warning_filter: Any = None
         self._calls: dict[int, _Call] = {}
-        self._depth = 0
+        self._reset_flight()
+
+    def _reset_flight(self) -> None:
+        # (module, args, id of the module that returned just before) for each running forward
+        self._flight: list[tuple[Any, Any, int | None]] = []
+        self._last_id: int | None = None
+        self._failed_with: BaseException | None = None
+        self._failure: list[tuple[Any, Any, int | None]] = []
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self, run: CellRun) -> None:
         self.stop(run)
         self._calls = {}
-        self._depth = 0
+        self._reset_flight()
         if not run.options.trace_shapes:
             return
         self._warning_filter = quiet_compile_warning()
@@ -111,15 +135,20 @@ class ShapeTracer:
 
     def collect(self, run: CellRun) -> None:
         calls, self._calls = self._calls, {}
+        if self._failed_with is not None:
+            run.records.inflight = InFlightRecord(self._failed_with, self._failure, calls)
+        self._reset_flight()
         if calls:
             run.report.shape_trace.extend(self.records(calls.values(), run.snapshot().module_names()))
 
     # ---- the hooks (must never raise into the user's forward) -------------------------------
     def _pre(self, module: Any, args: Any) -> None:
-        if _is_compiling():  # inside torch.compile tracing: stay out of the graph (no breaks)
+        if _is_compiling() or hooks_paused():  # compiling: stay out of the graph (no breaks)
             return None
-        depth = self._depth
-        self._depth = depth + 1
+        flight = self._flight
+        depth = len(flight)
+        # what is running now, for the explanation of an error raised inside it (TM001)
+        flight.append((module, args, self._last_id))
         try:
             rec = self._calls.get(id(module))
             if rec is not None and rec.ref() is module:
@@ -136,10 +165,25 @@ class ShapeTracer:
     def _post(self, module: Any, args: Any, *rest: Any) -> None:
         # (kwargs, output) normally; just (output) when PyTorch calls an always_call hook
         # after the forward raised, where it leaves out the kwargs.
-        if _is_compiling():
+        if _is_compiling() or hooks_paused():
             return None
-        self._depth = max(0, self._depth - 1)
+        flight = self._flight
         try:
+            if len(rest) == 1:
+                exc = sys.exc_info()[1]
+                if exc is not None and exc is not self._failed_with:
+                    # the innermost forward that raised sees the whole chain: keep it
+                    self._failed_with = exc
+                    self._failure = list(reversed(flight))
+            else:
+                self._last_id = id(module)
+            if flight and flight[-1][0] is module:
+                flight.pop()
+            else:
+                for i in range(len(flight) - 1, -1, -1):
+                    if flight[i][0] is module:
+                        del flight[i:]
+                        break
             rec = self._calls.get(id(module))
             if rec is None or rec.outputs is not None or rec.ref() is not module:
                 return None

@@ -2,16 +2,7 @@
 
 from __future__ import annotations
 
-from ..report import Report
-
-
-def human_bytes(n: float) -> str:
-    """Binary units, as the sidebar shows them: 12.3 KiB."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
+from ..report import Report, human_bytes
 
 
 def human_seconds(s: float) -> str:

@@ -1,59 +1,70 @@
-"""TM401 live: autograd graphs kept alive by tensors left in the namespace after the cell."""
+"""TM401 live: a list/tuple/dict in the namespace whose tensors' autograd graphs still hold
+saved activations: memory kept for graphs nobody will back-propagate through.
+
+Only what really keeps memory is flagged. Not: graphs that `.backward()` already released
+(a list of losses after the training loop holds small node objects, not activations); a
+single tensor (`z = x @ w + b` that the next cell back-propagates through, the last step's
+output: replaced on the next assignment, nothing grows); a recurrent hidden state (its
+truncation is another matter than its storage).
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from typing import Any
 
 from ...catalog import Rule
+from ...report import human_bytes
 from .. import meta
+from ..graphs import saved_state
 from ..registry import LiveFinding, LiveView, live_check
 
+MIN_TENSORS = 2
+MIN_BYTES = 1 << 20  # below this, the memory a list of graphs keeps is not worth a warning
+_HIDDEN = re.compile(r"(^|_)(hidden|hid|state|states|h|c|hx|cx|h0|c0|memory|mems)($|_|\d)", re.IGNORECASE)
 
-def _has_graph(t: object) -> bool:
+
+def _grad_fn(t: object) -> Any:
     try:
-        return meta.grad_fn(t) is not None
+        return meta.grad_fn(t)
+    except Exception:
+        return None
+
+
+def _scalar(t: object) -> bool:
+    try:
+        return meta.numel(t) == 1
     except Exception:
         return False
 
 
 @live_check("TM401")
 def graphs_kept_alive(view: LiveView, rule: Rule) -> Iterator[LiveFinding]:
-    """Containers of tensors with `grad_fn` (warning); single outputs (info, one finding)."""
     objects = view.snapshot.objects
     cell = view.cell
-    found = False
     for name, tensors in objects.containers.items():
-        n = sum(1 for t in tensors if _has_graph(t))
-        if n < 2:
+        if _HIDDEN.search(name):
             continue
-        found = True
-        # the line that filled it (`losses.append(loss)`) is where the static rule points too
+        with_graph = [t for t in tensors if _grad_fn(t) is not None]
+        if len(with_graph) < MIN_TENSORS:
+            continue
+        state = saved_state([_grad_fn(t) for t in with_graph])
+        if state.saved_bytes < MIN_BYTES:
+            continue  # back-propagated already, or keeping too little to matter
+        if all(_scalar(t) for t in with_graph):
+            fix = f"Store `loss.item()` in `{name}` (or `loss.detach()` to stay on the device)."
+        else:
+            fix = f"Store `t.detach()` in `{name}` (or compute them under `torch.inference_mode()`)."
         yield (
             rule.finding(
-                f"`{name}` holds {n} tensors with `grad_fn`: each keeps its whole autograd graph "
-                "(and the activations it saved) in memory.",
-                f"Store `loss.item()` (or `loss.detach()`) in `{name}` instead of the tensor.",
+                f"`{name}` holds {len(with_graph)} tensors whose autograd graphs still keep "
+                f"{human_bytes(state.saved_bytes)} of saved activations in memory.",
+                fix,
+                # the line that filled it (`losses.append(loss)`) is where the static rule points too
                 line=cell.mutated.get(name) or cell.assigned.get(name),
                 object=name,
                 source="live",
             ),
             objects.container_objects.get(name),
-        )
-    if found or any(f.rule == rule.id for f in view.static):
-        return  # the single-output note adds nothing next to a real TM401
-    # only names this cell bound (container items are handled above)
-    singles = [name for name, t in objects.tensors if name in cell.assigned and _has_graph(t)]
-    if singles:
-        names = ", ".join(f"`{n}`" for n in singles[:4]) + (" ..." if len(singles) > 4 else "")
-        yield (
-            rule.finding(
-                f"{names} still hold{'s' if len(singles) == 1 else ''} an autograd graph after the cell "
-                "(fine for the last step's output; a leak if kept across steps).",
-                "Keep `.detach()`ed tensors or `.item()` numbers in variables that outlive the step.",
-                line=cell.line_of(singles[0]),
-                object=singles[0],
-                source="live",
-                severity="info",
-            ),
-            None,
         )
