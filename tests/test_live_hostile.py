@@ -327,7 +327,7 @@ def test_analyzer_keeps_no_reference_directly():
     m = nn.Linear(2, 2)
     m.extra = torch.ones(1)  # TM106: remembered weakly
     ns = {"t": t, "m": m, "xs": [t, t * 2]}
-    _, findings = analyze(LiveScan(), ns, "t = 1\n")
+    _, findings = analyze(LiveScan(), ns, "m.extra = torch.ones(1)\n")
     assert any(f.rule == "TM106" for f in findings)
     refs = [weakref.ref(t), weakref.ref(m)]
     del t, m

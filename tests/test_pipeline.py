@@ -35,7 +35,8 @@ out = net(torch.randn(3, 4))
 
 def run_cell(check: CellCheck, ns: dict, source: str, name: str = "<cell-1>", **options):
     """What IPython does around a cell: compile under the cell's own file name, run it in the
-    namespace, leave an uncaught exception in `sys.last_exc`."""
+    namespace (a `__main__` one, as IPython's is), leave an uncaught exception in `sys.last_exc`."""
+    ns.setdefault("__name__", "__main__")
     files = {name: 1}
     check.begin(ns, source, options=CheckOptions(**options), execution_count=1, known_files=lambda: files)
     try:

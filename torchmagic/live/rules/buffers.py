@@ -12,7 +12,7 @@ from ...catalog import Rule
 from .. import meta
 from ..namespace import instance_dict
 from ..registry import LiveFinding, LiveView, live_check
-from ._attributes import attribute_finding
+from ._attributes import attribute_finding, moves_its_own_tensors, users_attribute
 
 _Tensor = torch.Tensor
 _Parameter = nn.Parameter
@@ -25,8 +25,14 @@ def plain_tensor_attributes(view: LiveView, rule: Rule) -> Iterator[LiveFinding]
     hits: dict[tuple[type, str], list[tuple[str, Any, Any]]] = {}
     for tree in view.trees:
         for qual, m, attr, v in view.attributes(tree):
-            if is_plain_tensor_state(m, attr, v):
-                hits.setdefault((type(m), attr), []).append((qual, tree.root, v))
+            cls = type(m)
+            if (
+                not is_plain_tensor_state(m, attr, v)
+                or not users_attribute(view, cls, qual, attr)
+                or moves_its_own_tensors(cls)
+            ):
+                continue  # library internals are not the user's to fix; self-moving state is on purpose
+            hits.setdefault((cls, attr), []).append((qual, tree.root, v))
     for (cls, attr), found in hits.items():
         yield attribute_finding(
             rule,

@@ -10,7 +10,7 @@ from torch import nn
 from ...catalog import Rule
 from ..namespace import MAX_ITEMS, iter_items
 from ..registry import LiveFinding, LiveView, live_check
-from ._attributes import attribute_finding
+from ._attributes import attribute_finding, users_attribute
 
 _Module = nn.Module
 _Parameter = nn.Parameter
@@ -25,7 +25,11 @@ def unregistered_containers(view: LiveView, rule: Rule) -> Iterator[LiveFinding]
             tp = type(v)
             # Judged on the whole tree: items registered elsewhere in the same model (a
             # convenience alias of `self.blocks`) do follow `.to()` and the optimizer.
-            if (tp is list or tp is tuple or tp is dict) and _unregistered(v, ids, tree.tensor_ids):
+            if (
+                (tp is list or tp is tuple or tp is dict)
+                and users_attribute(view, type(m), qual, attr)
+                and _unregistered(v, ids, tree.tensor_ids)
+            ):
                 hits.setdefault((type(m), attr), []).append((qual, tree.root, v))
     for (cls, attr), found in hits.items():
         kind = "dict" if type(found[0][2]) is dict else type(found[0][2]).__name__
