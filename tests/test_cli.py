@@ -55,13 +55,14 @@ def test_check_py_prints_path_line_col_rule_message(tmp_path: Path) -> None:
     assert r.stdout.splitlines() == [
         "train.py:5:11: TM301 `x.sum().item()` inside a loop makes the CPU wait for the GPU on every iteration."
     ]
-    assert r.stderr == ""
+    assert r.stderr.startswith("torchmagic: 1 file · 1 finding (1 warning) · ")
 
 
 def test_check_clean_file_exits_0(tmp_path: Path) -> None:
     (tmp_path / "ok.py").write_text("import torch\nx = torch.zeros(3)\n")
     r = run("check", str(tmp_path / "ok.py"))
-    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert (r.returncode, r.stdout) == (0, "")
+    assert r.stderr.startswith("torchmagic: 1 file · no findings · ")
 
 
 def test_check_notebook_names_cells_by_position_among_all_cells(tmp_path: Path) -> None:
@@ -149,7 +150,7 @@ def test_bad_inputs_get_one_message_each_and_the_rest_is_checked(tmp_path: Path)
     r = run("check", ".", cwd=tmp_path)
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
-    errors = sorted(line.split(":")[0] for line in r.stderr.splitlines())
+    errors = sorted(line.split(":")[0] for line in r.stderr.splitlines() if ": error:" in line)
     assert errors == ["broken.ipynb", "latin1.py"]  # files that cannot be read as code at all
     # sources that do not parse are findings, once each, with the rest of the file checked
     unparsable = sorted(line.split(":")[0] for line in r.stdout.splitlines() if " TM000 " in line)
@@ -169,7 +170,7 @@ def test_nbformat3_notebooks_and_fifos(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stderr
     assert r.stdout.startswith("old.ipynb#cell1:2:1: TM203 ")
     r = run("check", "pipe.py", cwd=tmp_path)
-    assert (r.returncode, r.stderr.strip()) == (1, "pipe.py: error: not a regular file")
+    assert (r.returncode, r.stderr.splitlines()[0]) == (1, "pipe.py: error: not a regular file")
 
 
 def test_unreadable_file_is_reported(tmp_path: Path) -> None:
@@ -266,3 +267,57 @@ def test_check_never_imports_torch(tmp_path: Path) -> None:
 def test_pre_commit_hook_runs_the_check_command() -> None:
     text = (ROOT / ".pre-commit-hooks.yaml").read_text()
     assert "id: torchmagic" in text and "entry: torchmagic check" in text
+
+
+def test_a_missing_path_is_reported_and_the_rest_still_checked(tmp_path: Path) -> None:
+    (tmp_path / "good.py").write_text(SYNC)
+    r = run("check", "gone.py", "good.py", "also_gone/", cwd=tmp_path)
+    assert r.returncode == 2  # a usage error, reported after everything readable was checked
+    assert "good.py:5:11: TM301" in r.stdout
+    lines = r.stderr.splitlines()
+    assert lines[:2] == [
+        "gone.py: error: no such file or directory",
+        "also_gone/: error: no such file or directory",
+    ]
+    assert lines[-1].startswith("torchmagic: 1 file · 1 finding (1 warning) · 2 could not be checked · ")
+
+
+def test_summary_counts_files_and_findings_by_severity(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(SYNC)
+    (tmp_path / "b.py").write_text("import torch\nm = torch.load('x')\nn = torch.nn.Linear(2, 2).cuda()\n")
+    r = run("check", ".", "--format", "json", cwd=tmp_path)
+    assert json.loads(r.stdout)  # stdout stays pure JSON
+    assert r.stderr.startswith("torchmagic: 2 files · 3 findings (2 warnings, 1 info) · ")
+
+
+def test_progress_shows_on_a_terminal_for_long_runs_only(tmp_path: Path) -> None:
+    import pty
+    import select
+
+    for i in range(45):
+        (tmp_path / f"m{i:02}.py").write_text("import torch\nx = 1\n")
+
+    def on_a_terminal(*args: str) -> str:
+        pid, fd = pty.fork()
+        if pid == 0:  # child: stdout and stderr are the terminal
+            os.chdir(tmp_path)
+            os.execv(sys.executable, [sys.executable, "-m", "torchmagic", "check", *args])
+        out = b""
+        while True:
+            ready, _, _ = select.select([fd], [], [], 30)
+            if not ready:
+                break
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.waitpid(pid, 0)
+        return out.decode(errors="replace")
+
+    assert "torchmagic check" in on_a_terminal(".", "--jobs", "1")  # the bar, drawn on the terminal
+    assert "torchmagic check" not in on_a_terminal("m00.py")  # one file: no bar
+    piped = run("check", ".", cwd=tmp_path)
+    assert "torchmagic check" not in piped.stderr  # not a terminal: no bar

@@ -18,6 +18,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.process import arg_split
 from traitlets import Bool, Enum, Float, Int, List, Unicode
 from traitlets.config import Configurable
 
@@ -221,7 +222,8 @@ def cell_options(config: TorchCheck, line: str) -> tuple[CheckOptions, list[str]
         return opts, []
     parser = TorchCheckMagics.torchcheck.parser
     try:
-        ns, unknown = parser.parse_argstring(line, partial=True)
+        # parse_known_args: unknown options are reported, not fatal (IPython 8 has no `partial=`)
+        ns, unknown = parser.parse_known_args(arg_split(line, strict=False))
     except (UsageError, ValueError) as e:
         return opts, [f"ignored options {line.strip()!r}: {e}"]
     problems = [f"unknown options ignored: {' '.join(unknown)}"] if unknown else []

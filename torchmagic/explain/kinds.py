@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from . import frames as fr
 from . import messages as m

@@ -10,8 +10,8 @@ must not flag errors that are not about tensors.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 _READABLE = (RuntimeError, IndexError, ValueError, TypeError, NotImplementedError, AssertionError)
 _args = BaseException.__dict__["args"].__get__
