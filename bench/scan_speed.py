@@ -98,6 +98,11 @@ def bench_scan(n_tensors: int, n_modules: int, repeat: int) -> None:
         print(f"  ratio, {label:<22}: {r / s:,.0f}× faster than repr()/str()")
 
 
+def _module_collectors() -> list:
+    modes = ModeRecorder()
+    return [modes, ShapeTracer(modes)]
+
+
 def bench_hooks(n_modules: int, repeat: int) -> None:
     model = nn.Sequential(*[nn.Identity() for _ in range(n_modules)])
     x = torch.ones(1)
@@ -110,7 +115,7 @@ def bench_hooks(n_modules: int, repeat: int) -> None:
     results = {}
     for label, collectors in (
         ("ShapeTracer", [ShapeTracer()]),
-        ("ShapeTracer + ModeRecorder", [ShapeTracer(), ModeRecorder()]),
+        ("ShapeTracer + ModeRecorder", _module_collectors()),
     ):
         run = CellRun({"model": model}, "")
         for c in collectors:

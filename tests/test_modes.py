@@ -11,6 +11,7 @@ import torchmagic
 from torchmagic.pipeline import CellCheck
 from torchmagic.run import CheckOptions
 from torchmagic.runtime.modes import ModeRecorder
+from torchmagic.runtime.shapes import ShapeTracer
 
 MODEL = (
     "import torch\nfrom torch import nn\n"
@@ -124,7 +125,8 @@ def test_mode_hooks_removed_after_cell(ip):
 
 def _run_tm901(ip, body, limit=8, benchmark=True, devices=("cpu",)):
     """The mode recorder alone around `body`; by default the CPU takes cuDNN's place."""
-    check = CellCheck(collectors=[ModeRecorder(cudnn_devices=devices)])
+    modes = ModeRecorder(cudnn_devices=devices)
+    check = CellCheck(collectors=[modes, ShapeTracer(modes)])  # the tracer's hooks feed the recorder
     old = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = benchmark
     try:

@@ -34,4 +34,6 @@ def make_collectors() -> list[Collector]:
     from .shapes import ShapeTracer
     from .sync import SyncProbe
 
-    return [SyncProbe(), ShapeTracer(), ModeRecorder(), CudaMemoryProbe(), CellError()]
+    modes = ModeRecorder()
+    # one pair of global module hooks for the cell: the tracer's, which feeds the mode recorder
+    return [SyncProbe(), modes, ShapeTracer(modes), CudaMemoryProbe(), CellError()]

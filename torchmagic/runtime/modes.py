@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.nn.modules import module as _module_mod
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.conv import _ConvNd
 from torch.nn.modules.dropout import _DropoutNd
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..live import meta
-from .hooks import hooks_paused, quiet_compile_warning, remove_handles, restore_warnings
+from .hooks import remove_handles
 
 if TYPE_CHECKING:
     from ..run import CellRun
@@ -94,7 +93,6 @@ class ModeRecorder:
     def __init__(self, *, cudnn_devices: tuple[str, ...] = ("cuda",)) -> None:
         self.cudnn_devices = cudnn_devices
         self._handles: list[Any] = []
-        self._warning_filter: Any = None
         self._tensor_hooks: list[Any] = []
         self._reset(None)
 
@@ -112,22 +110,17 @@ class ModeRecorder:
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self, run: CellRun) -> None:
+        """The forward pre-hook is the shape tracer's (one global hook for both): it calls
+        `observe` for the layers `kind_of` marks. Here only the optimizer step hook."""
         self.stop(run)
         self._reset(run)
         try:
             self._benchmark_at_start = bool(torch.backends.cudnn.benchmark)
         except Exception:
             self._benchmark_at_start = False
-        self._warning_filter = quiet_compile_warning()
-        self._handles = [
-            _module_mod.register_module_forward_pre_hook(self._pre),
-            register_optimizer_step_pre_hook(self._on_step),
-        ]
+        self._handles = [register_optimizer_step_pre_hook(self._on_step)]
 
     def stop(self, run: CellRun | None = None) -> None:
-        entry, self._warning_filter = self._warning_filter, None
-        if entry is not None:
-            restore_warnings(entry)
         handles = self._handles + self._tensor_hooks
         self._handles, self._tensor_hooks = [], []
         remove_handles(handles)
@@ -146,21 +139,16 @@ class ModeRecorder:
         )
         self._reset(None)
 
-    # ---- hooks (must never raise into the user's forward) ------------------------------------
-    def _kind_of(self, module: Any) -> int:
-        tp = type(module)
+    # ---- what the shape tracer's forward pre-hook passes on (must never raise) ---------------
+    def kind_of(self, tp: type) -> int:
+        """OTHER for most modules (nothing to record), NORM_OR_DROPOUT or CONV."""
         k = self._kinds.get(tp)
         if k is None:
             k = self._kinds[tp] = _kind(tp)
         return k
 
-    def _pre(self, module: Any, args: Any) -> None:
-        if _is_compiling() or hooks_paused():  # compiling: stay out of the graph (no breaks)
-            return None
+    def observe(self, module: Any, args: Any, k: int) -> None:
         try:
-            k = self._kind_of(module)
-            if k == OTHER:
-                return None
             if k == NORM_OR_DROPOUT:
                 if training(module):
                     if (
@@ -184,7 +172,6 @@ class ModeRecorder:
                             self._conv_shapes[id(module)] = (entry[0], shapes, self._line())
         except Exception:
             pass
-        return None
 
     def _watch_backward(self, module: Any, x: Any) -> None:
         """TM506: a hook on the eval-mode layer's input fires only when a backward pass

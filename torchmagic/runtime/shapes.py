@@ -21,10 +21,11 @@ from torch.nn.modules import module as _module_mod
 
 from ..live import meta
 from ..report import ShapeRecord
-from .hooks import hooks_paused, quiet_compile_warning, remove_handles, restore_warnings
+from .hooks import _paused, quiet_compile_warning, remove_handles, restore_warnings
 
 if TYPE_CHECKING:
     from ..run import CellRun
+    from .modes import ModeRecorder
 
 MAX_MODULES = 5000  # distinct modules traced per cell
 MAX_TENSORS = 16  # tensors listed per input/output
@@ -100,10 +101,13 @@ class ShapeTracer:
 
     name = "shape_tracer"
 
-    def __init__(self) -> None:
+    def __init__(self, modes: ModeRecorder | None = None) -> None:
         self._handles: list[Any] = []
         self._warning_filter: Any = None
         self._calls: dict[int, _Call] = {}
+        # the mode recorder (TM505/TM506/TM901) shares these hooks: one global pre-hook for both
+        self._modes = modes
+        self._shapes = True
         self._reset_flight()
 
     def _reset_flight(self) -> None:
@@ -118,8 +122,8 @@ class ShapeTracer:
         self.stop(run)
         self._calls = {}
         self._reset_flight()
-        if not run.options.trace_shapes:
-            return
+        # without shape records the hooks still serve the mode checks and TM001's module chain
+        self._shapes = run.options.trace_shapes
         self._warning_filter = quiet_compile_warning()
         self._handles = [
             _module_mod.register_module_forward_pre_hook(self._pre),
@@ -142,22 +146,33 @@ class ShapeTracer:
             run.report.shape_trace.extend(self.records(calls.values(), run.snapshot().module_names()))
 
     # ---- the hooks (must never raise into the user's forward) -------------------------------
+    # Every module call runs these: they are written for the common case (a module seen
+    # before, not a Dropout/BatchNorm/conv) to cost as little above PyTorch's own hook dispatch
+    # as two Python calls can.
     def _pre(self, module: Any, args: Any) -> None:
-        if _is_compiling() or hooks_paused():  # compiling: stay out of the graph (no breaks)
+        if _paused.depth or _is_compiling():  # compiling: stay out of the graph (no breaks)
             return None
         flight = self._flight
         depth = len(flight)
         # what is running now, for the explanation of an error raised inside it (TM001)
         flight.append((module, args, self._last_id))
+        modes = self._modes
+        if modes is not None:
+            k = modes._kinds.get(type(module))
+            if k is None:
+                k = modes.kind_of(type(module))
+            if k:
+                modes.observe(module, args, k)
+        if not self._shapes:
+            return None
+        rec = self._calls.get(id(module))
+        if rec is not None and rec.ref() is module:
+            rec.calls += 1
+            return None
         try:
-            rec = self._calls.get(id(module))
-            if rec is not None and rec.ref() is module:
-                rec.calls += 1
-                return None
-            if len(self._calls) >= MAX_MODULES:
-                return None
-            inputs, _ = tensor_shapes(args)
-            self._calls[id(module)] = _Call(module, inputs, depth)
+            if len(self._calls) < MAX_MODULES:
+                inputs, _ = tensor_shapes(args)
+                self._calls[id(module)] = _Call(module, inputs, depth)
         except Exception:
             pass
         return None
@@ -165,27 +180,31 @@ class ShapeTracer:
     def _post(self, module: Any, args: Any, *rest: Any) -> None:
         # (kwargs, output) normally; just (output) when PyTorch calls an always_call hook
         # after the forward raised, where it leaves out the kwargs.
-        if _is_compiling() or hooks_paused():
+        if _paused.depth or _is_compiling():
             return None
         flight = self._flight
+        if len(rest) == 1:
+            exc = sys.exc_info()[1]
+            if exc is not None and exc is not self._failed_with:
+                # the innermost forward that raised sees the whole chain: keep it
+                self._failed_with = exc
+                self._failure = list(reversed(flight))
+        else:
+            self._last_id = id(module)
+        if flight and flight[-1][0] is module:
+            flight.pop()
+        else:
+            for i in range(len(flight) - 1, -1, -1):
+                if flight[i][0] is module:
+                    del flight[i:]
+                    break
+        if not self._shapes:
+            return None
+        rec = self._calls.get(id(module))
+        if rec is None or rec.outputs is not None:
+            return None
         try:
-            if len(rest) == 1:
-                exc = sys.exc_info()[1]
-                if exc is not None and exc is not self._failed_with:
-                    # the innermost forward that raised sees the whole chain: keep it
-                    self._failed_with = exc
-                    self._failure = list(reversed(flight))
-            else:
-                self._last_id = id(module)
-            if flight and flight[-1][0] is module:
-                flight.pop()
-            else:
-                for i in range(len(flight) - 1, -1, -1):
-                    if flight[i][0] is module:
-                        del flight[i:]
-                        break
-            rec = self._calls.get(id(module))
-            if rec is None or rec.outputs is not None or rec.ref() is not module:
+            if rec.ref() is not module:
                 return None
             output = rest[-1] if rest else None
             if not rec.inputs and len(rest) == 2 and rest[0]:
