@@ -93,9 +93,10 @@ def test_sort_control_updates_tensor_pane():
 def test_rows_capped_with_show_all():
     r = Report(tensors=[tensor(f"t{i}") for i in range(50)])
     view = ReportView(r, max_rows=10)
-    assert view._panes[1].value.count("<tr>") == 10 + 1 and "showing 10 of 50" in view._panes[1].value
+    assert view._panes[1].value == ""  # built when first shown
     assert view._all.layout.display == "none"  # Findings tab: nothing hidden there
     view._tab.selected_index = 1
+    assert view._panes[1].value.count("<tr>") == 10 + 1 and "showing 10 of 50" in view._panes[1].value
     assert view._all.layout.display == "" and view._all.tooltip == "show all 50 rows"
     view._all.value = True
     assert view._panes[1].value.count("<tr>") == 50 + 1
@@ -180,6 +181,7 @@ def test_older_views_are_frozen_and_release_their_report():
     first_report = report()
     ref = weakref.ref(first_report)
     first = ReportView(first_report)
+    first._tab.selected_index = 1
     html_before = first._panes[1].value
     del first_report
     for _ in range(widget_mod.INTERACTIVE_VIEWS):
@@ -221,6 +223,8 @@ def test_every_view_shows_symbolic_sizes_evidence_and_notes_the_same_way() -> No
         shape_trace=[ShapeRecord("net.0", "Linear", 1, [[-1, 4]], [[-1, 2]], "cpu")],
     )
     view = ReportView(report)
+    for i in range(len(view._panes)):
+        view._tab.selected_index = i
     widget = " ".join(p.value for p in view._panes)
     static = render_html(report)
     buf = io.StringIO()
@@ -231,3 +235,21 @@ def test_every_view_shows_symbolic_sizes_evidence_and_notes_the_same_way() -> No
         assert "?×4 → ?×2" in text.replace("<code>", "").replace("</code>", "")
     assert "2×?" in widget and "2×?" in static
     assert "also: `losses` holds 3 tensors" in render_text(report)
+
+
+def test_a_cell_with_nothing_to_show_builds_no_widget(shell) -> None:
+    from IPython.utils.capture import capture_output
+
+    shell.run_cell("%config TorchCheck.display = 'widget'")
+    shell.run_cell("import torch\nkept = torch.ones(3)\n")
+    with capture_output() as cap:
+        shell.run_cell("%%torchcheck\ny = 1 + 1\n")
+    (shown,) = cap.outputs
+    assert "application/vnd.jupyter.widget-view+json" not in shown.data
+    assert shown.data["text/plain"].startswith("torchcheck: no issues")
+    with capture_output() as cap:
+        shell.run_cell(
+            "%%torchcheck\nz = torch.zeros(3).cuda() if False else 0\nfor i in range(3):\n    w = torch.nn.Linear(2, 2)(torch.ones(1, 2))\n"
+        )
+    (shown,) = cap.outputs  # a forward pass ran: the full report
+    assert "application/vnd.jupyter.widget-view+json" in shown.data or "Shapes (" in shown.data["text/html"]

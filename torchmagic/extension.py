@@ -383,6 +383,14 @@ class TorchMagic:
         from IPython.display import display as ipy_display
 
         if display == "widget":
+            from .views.html import has_news
+
+            if not has_news(report):
+                # nothing to show: one quiet line (the tables fold away), no widget to build
+                from .views.html import QuietReport
+
+                ipy_display(QuietReport(report))
+                return
             from .views.widget import render_widget
 
             ipy_display(render_widget(report, max_rows=max_rows))

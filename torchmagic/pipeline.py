@@ -155,9 +155,18 @@ def kernel_uses_accelerator(run: CellRun) -> bool:
     try:
         if torch.cuda.is_initialized():
             return True
+        if not _other_accelerators(torch):
+            return False  # nothing but CUDA could hold a tensor off the CPU, and it is unused
     except Exception:
         pass
     return run.snapshot().uses_accelerator()
+
+
+def _other_accelerators(torch: Any) -> bool:
+    """An accelerator backend other than CUDA that this process could have put tensors on."""
+    mps = getattr(getattr(torch, "backends", None), "mps", None)
+    xpu = getattr(torch, "xpu", None)
+    return bool((mps is not None and mps.is_available()) or (xpu is not None and xpu.is_available()))
 
 
 def _shown(findings: list[Finding], raw_cell: str, opts: CheckOptions) -> list[Finding]:

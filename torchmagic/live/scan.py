@@ -12,7 +12,6 @@ import gc
 import time
 import warnings
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,14 +20,21 @@ import torch
 from .. import catalog
 from ..report import Finding, ModuleRecord, TensorRecord
 from ..run import CellRun
+from . import meta
 from .cell import CellNames, cell_names
 from .modules import module_record
 from .namespace import MAX_ITEMS, ModuleTree, NamespaceObjects, NamespaceSnapshot
 from .registry import LiveView, live_checks
-from .tensors import cache_key, cached_record
+from .tensors import cached_record
 
-_size = torch._C.TensorBase.size
-_stride = torch._C.TensorBase.stride
+_data_ptr = meta.data_ptr
+_dtype = meta.dtype
+_requires_grad = meta.requires_grad
+_size = meta.size
+_stride = meta.stride
+_version = meta.version
+_Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 _weakref = weakref.ref
 
 
@@ -80,20 +86,6 @@ def scan_namespace(
     t0 = time.perf_counter()
     cell = cell_names(raw_cell)
     identities: dict[str, Any] = {}
-
-    def changed(name: str, obj: Any) -> bool:
-        try:
-            ref: Any = _weakref(obj)
-        except TypeError:
-            ref = id(obj)
-        identities[name] = ref
-        if previous is None:
-            return cell.line_of(name) is not None
-        before = previous.get(name)
-        # CPython hands out the same basic weak ref while one is alive, so `is` settles the
-        # common case; dereferencing covers the rest.
-        return before is None or (before is not ref and not _same(before, obj))
-
     snap = snapshot if snapshot is not None else NamespaceSnapshot(ns, hidden, max_items)
     gc_was_enabled = gc.isenabled()
     # Collection is deferred to the end of the scan: thousands of new records would
@@ -102,7 +94,7 @@ def scan_namespace(
     try:
         with warnings.catch_warnings(), torch._C.DisableTorchFunctionSubclass():
             warnings.simplefilter("ignore")
-            result = _scan(snap, cell, changed, cache or {})
+            result = _scan(snap, cell, previous, identities, cache or {})
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -111,34 +103,60 @@ def scan_namespace(
 
 
 def _scan(
-    snap: NamespaceSnapshot, cell: CellNames, changed: Callable[[str, Any], bool], cache: dict[str, Any]
+    snap: NamespaceSnapshot,
+    cell: CellNames,
+    previous: dict[str, Any] | None,
+    identities: dict[str, Any],
+    cache: dict[str, tuple[Any, ...]],
 ) -> ScanResult:
+    """The loop runs once per tensor in the namespace after every checked cell: the usual
+    next-cell case (the same object, nothing changed) is written out inline."""
     found = snap.objects
-    tensors = []
+    tensors: list[TensorRecord] = []
+    append = tensors.append
     new_cache: dict[str, tuple[Any, ...]] = {}
+    line_of = cell.line_of
+
+    def changed(name: str, obj: Any) -> bool:
+        try:
+            ref: Any = _weakref(obj)
+        except TypeError:
+            ref = id(obj)
+        identities[name] = ref
+        if previous is None:
+            return line_of(name) is not None
+        before = previous.get(name)
+        # CPython hands out the same basic weak ref while one is alive, so `is` settles the
+        # common case; dereferencing covers the rest.
+        return before is None or (before is not ref and not _same(before, obj))
+
     for name, t in found.tensors:
         try:
             ch = changed(name, t)
-            rec = None
-            hit = cache.get(name) if cache and not ch else None
-            if hit is not None:
-                key = cache_key(t, type(t))
-                old = hit[4]
-                # sizes and strides are compared with the record itself: keeping them in the
-                # key would double the objects every scan allocates and frees
-                if (
-                    key is not None
-                    and hit[:4] == key
-                    and list(_size(t)) == old.shape
-                    and list(_stride(t)) == old.strides
-                ):
-                    rec = old
-                    if rec.changed:
-                        rec = replace(rec, changed=False)
-                    new_cache[name] = (*key, rec)
-            if rec is None:
-                rec = cached_record(name, t, ch, new_cache)
-            tensors.append(rec)
+            if not ch:
+                hit = cache.get(name)
+                tp = type(t)
+                # In-place ops, `resize_`, `set_` and `t_()` bump `_version`; `.data = x` does not,
+                # but it changes the data pointer, sizes, strides or dtype.
+                if hit is not None and (tp is _Tensor or tp is _Parameter):
+                    ptr = _data_ptr(t)
+                    if (
+                        ptr == hit[1]
+                        and ptr
+                        and _version(t) == hit[0]
+                        and _requires_grad(t) == hit[2]
+                        and _dtype(t) == hit[3]
+                        and _size(t) == hit[4]
+                        and _stride(t) == hit[5]
+                    ):
+                        rec = hit[6]
+                        if rec.changed:
+                            rec = replace(rec, changed=False)
+                            hit = (*hit[:6], rec)
+                        new_cache[name] = hit
+                        append(rec)
+                        continue
+            append(cached_record(name, t, ch, new_cache))
         except Exception:
             continue
     trees = snap.trees

@@ -73,7 +73,8 @@ def tensor_record(name: str, t: Any, changed: bool) -> TensorRecord:
 
 
 def cached_record(name: str, t: Any, changed: bool, cache: dict[str, Any] | None) -> TensorRecord:
-    """The record; with `cache`, also `cache[name] = (*_cache_key(t), record)` for the next
+    """The record; with `cache`, also `cache[name] = (version, data pointer, requires_grad,
+    dtype, size, stride, record)` for the next
     scan, from the values read here (one flat tuple: a scan allocates as little as it can)."""
     tp = type(t)
     plain = tp is _Tensor or tp is _Parameter
@@ -129,7 +130,7 @@ def cached_record(name: str, t: Any, changed: bool, cache: dict[str, Any] | None
             storage,
         )
         if version is not None:
-            cache[name] = (version, raw, requires_grad, dt, record)  # type: ignore[index]
+            cache[name] = (version, raw, requires_grad, dt, size, stride, record)  # type: ignore[index]
         return record
     except Exception:
         return _degraded_record(name, t, tp, changed)
@@ -198,21 +199,3 @@ def _dense_numel(shape: list[int], sparse_dim: int) -> int:
     for d in shape[sparse_dim:]:
         n *= max(d, 0)
     return n
-
-
-def cache_key(t: Any, tp: type) -> tuple[Any, ...] | None:
-    """What must be equal for a tensor seen last scan (same object) to keep its record.
-
-    In-place ops, `resize_`, `set_` and `t_()` bump `_version`; `.data = x` does not, but it
-    changes the data pointer, sizes, strides or dtype. Tensors without a data pointer (meta, empty,
-    fake) and inference tensors (no version counter) are always read afresh.
-    """
-    if tp is not _Tensor and tp is not _Parameter:
-        return None
-    try:
-        ptr = _data_ptr(t)
-        if not ptr:
-            return None
-        return (_version(t), ptr, _requires_grad(t), _dtype(t))
-    except Exception:
-        return None

@@ -239,6 +239,26 @@ def render_html(report: Report, *, sections: bool = True) -> str:
     return wrap("".join(parts))
 
 
+def has_news(report: Report) -> bool:
+    """Something a checked cell should show in full: findings, internal errors, forward passes
+    or synchronisations it made. The namespace's tensors alone are not news."""
+    return bool(report.findings or report.errors or report.shape_trace or report.syncs)
+
+
+class QuietReport:
+    """A clean cell's report: the summary line, with the tensor and module tables folded
+    under it; no widget is built for a cell with nothing to say."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return mimebundle(self.report)
+
+    def __repr__(self) -> str:
+        return summary_line(self.report)
+
+
 class HTMLReport:
     """Displayable wrapper: HTML in notebooks, the plain-text view elsewhere."""
 

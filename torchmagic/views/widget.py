@@ -37,16 +37,28 @@ def summary_html(report: Report) -> str:
     return wrap(f"<b style='color:{summary_colour(report)}'>{escape(summary_line(report))}</b>")
 
 
-def _tabs(
-    report: Report, limit: int | None, key: str = "size", descending: bool | None = None
-) -> list[tuple[str, str]]:
-    return [
-        (f"Findings ({len(report.findings)})", wrap(findings_table(report.sorted_findings(), limit))),
-        (f"Tensors ({len(report.tensors)})", wrap(tensors_table(report.tensors, key, descending, limit))),
-        (f"Modules ({len(report.modules)})", wrap(modules_table(report.modules, limit))),
-        (f"Shapes ({len(report.shape_trace)})", wrap(shapes_table(report.shape_trace, limit))),
-        (f"Syncs ({report.sync_count()})", wrap(syncs_table(report.syncs, limit))),
-    ]
+def _titles(report: Report) -> tuple[str, ...]:
+    return (
+        f"Findings ({len(report.findings)})",
+        f"Tensors ({len(report.tensors)})",
+        f"Modules ({len(report.modules)})",
+        f"Shapes ({len(report.shape_trace)})",
+        f"Syncs ({report.sync_count()})",
+    )
+
+
+def _tab_body(
+    report: Report, index: int, limit: int | None, key: str = "size", descending: bool | None = None
+) -> str:
+    if index == 0:
+        return wrap(findings_table(report.sorted_findings(), limit))
+    if index == 1:
+        return wrap(tensors_table(report.tensors, key, descending, limit))
+    if index == 2:
+        return wrap(modules_table(report.modules, limit))
+    if index == 3:
+        return wrap(shapes_table(report.shape_trace, limit))
+    return wrap(syncs_table(report.syncs, limit))
 
 
 # ---- the widget ----------------------------------------------------------------------------------
@@ -120,15 +132,23 @@ class ReportView:
         self._all = w.ToggleButton(value=False, description="show all")
         self._all.observe(self._on_all, names="value")
         self._tab.observe(self._on_tab, names="selected_index")
-        self._on_tab(None)
         self._refresh()
         return w.VBox([self._summary, self._tab, self._all])
 
     def _refresh(self) -> None:
-        tabs = _tabs(self.report, self._limit(), self.sort_key, self.descending)
-        self._tab.titles = tuple(title for title, _ in tabs)
-        for pane, (_, body) in zip(self._panes, tabs):
-            pane.value = body
+        """Titles now; a tab's table when it is first shown (most reports are read on their
+        first tab, and 10,000 tensor rows are not built for nothing)."""
+        self._tab.titles = _titles(self.report)
+        self._stale = [True] * len(self._panes)
+        self._on_tab(None)
+
+    def _fill(self, index: int) -> None:
+        if self.report is None or not self._stale[index]:
+            return
+        self._panes[index].value = _tab_body(
+            self.report, index, self._limit(), self.sort_key, self.descending
+        )
+        self._stale[index] = False
 
     def _on_sort(self, change: Any) -> None:
         if self.report is None:
@@ -141,7 +161,8 @@ class ReportView:
         )
 
     def _on_tab(self, change: Any) -> None:
-        """'show all' only on a tab that has rows hidden."""
+        """Fill the shown tab; 'show all' only on a tab that has rows hidden."""
+        self._fill(self._tab.selected_index or 0)
         rows = self._rows[self._tab.selected_index or 0]
         self._all.layout.display = "" if rows > self.max_rows else "none"
         self._all.tooltip = f"show all {rows} rows"
