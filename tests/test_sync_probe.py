@@ -1,9 +1,9 @@
 """The sync probe in a real InteractiveShell with real torch.
 
-`sync_devices = ["cpu"]` makes CPU tensors stand in for device tensors, so the portable
-backend and the whole attribution/report path run here. The CUDA backend's Python path is
-driven the way c10 drives it: by firing `torch.cuda._gpu_trace`'s synchronisation callbacks
-from cell code, with an injected drain (there is nothing to drain on a CPU).
+`sync_devices = ["cpu"]` makes CPU tensors stand in for device tensors, so the function mode
+and the whole attribution/report path run here. The CUDA side's explicit syncs
+(`torch.cuda.synchronize`, `Stream`/`Event.synchronize`) are stood in by fakes that sleep:
+the probe wraps whatever is there for the cell and puts it back.
 """
 
 from __future__ import annotations
@@ -14,20 +14,12 @@ import warnings
 
 import pytest
 import torch
-import torch.cuda._gpu_trace as gpu_trace
 from IPython.utils.capture import capture_output
 
 import torchmagic
 from torchmagic.pipeline import CellCheck
 from torchmagic.run import CellRun, CheckOptions
-from torchmagic.runtime import sync as sync_mod
-from torchmagic.runtime.sync import CudaSyncBackend, SyncLedger, SyncProbe, _SyncMode, sync_device
-
-SYNC_CALLBACKS = (
-    gpu_trace.DeviceSynchronizationCallbacks,
-    gpu_trace.StreamSynchronizationCallbacks,
-    gpu_trace.EventSynchronizationCallbacks,
-)
+from torchmagic.runtime.sync import SyncProbe, _SyncMode, sync_device
 
 
 @pytest.fixture
@@ -53,10 +45,7 @@ def assert_probe_gone() -> None:
     assert not torch._C._is_torch_function_mode_enabled()
     stack = torch.overrides._get_current_function_mode_stack()
     assert not any(isinstance(m, _SyncMode) for m in stack)
-    for registry in SYNC_CALLBACKS:
-        assert not any(
-            getattr(cb, "__self__", None).__class__ is CudaSyncBackend for cb in registry.callback_list
-        )
+    assert not hasattr(torch.cuda.synchronize, "__wrapped__")
 
 
 # --- attribution -------------------------------------------------------------------------------
@@ -308,28 +297,42 @@ def test_probe_is_active_only_during_checked_cells(cpu_shell) -> None:
     assert_probe_gone()
 
 
-# --- the CUDA backend, driven as c10 drives it ------------------------------------------------
+# --- explicit CUDA syncs, stood in by fakes -------------------------------------------------
 
 
-class FakeDevice:
-    """Stands in for the GPU: each drain 'waits' `wait_s` and, like `torch.cuda.synchronize()`,
-    fires the trace callbacks itself (which the backend must ignore)."""
+class FakeCuda:
+    """`torch.cuda.synchronize` and `Stream`/`Event` that 'wait' `wait_s` each."""
 
-    def __init__(self, wait_s: float = 0.002) -> None:
-        self.wait_s = wait_s
-        self.calls: list[tuple[str, int | None]] = []
+    def __init__(self, monkeypatch, wait_s: float = 0.002) -> None:
+        self.calls: list[str] = []
+        fake = self
 
-    def drain(self, kind: str, handle: int | None) -> None:
-        self.calls.append((kind, handle))
-        gpu_trace.DeviceSynchronizationCallbacks.fire_callbacks()
-        time.sleep(self.wait_s)
+        def synchronize(device=None):
+            fake.calls.append("device")
+            time.sleep(wait_s)
+
+        class Stream:
+            def synchronize(self):
+                fake.calls.append("stream")
+                time.sleep(wait_s)
+
+        class Event:
+            def synchronize(self):
+                fake.calls.append("event")
+                time.sleep(wait_s)
+
+        self.synchronize, self.Stream, self.Event = synchronize, Stream, Event
+        monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+        monkeypatch.setattr(torch.cuda, "Stream", Stream)
+        monkeypatch.setattr(torch.cuda, "Event", Event)
+        # the GPU trace must never be switched on: it cannot be switched off again
+        monkeypatch.setattr(torch._C, "_activate_gpu_trace", lambda: pytest.fail("GPU trace activated"))
 
 
-def cuda_run(shell, body: str, device: FakeDevice, **config):
-    """Run `body` as a cell under a SyncProbe whose CUDA backend is on, without a GPU."""
+def cuda_run(shell, body: str, **config):
+    """Run `body` as a cell under a SyncProbe with CUDA on (stood in: no GPU here)."""
     opts = CheckOptions(sync_devices=("cuda",), scan=False, trace_shapes=False, **config)
-    probe = SyncProbe(cuda_drain=device.drain, cuda_available=lambda: True, activate_trace=lambda: None)
-    check = CellCheck(collectors=[probe])
+    check = CellCheck(collectors=[SyncProbe(cuda_available=lambda: True)])
     check.begin(
         shell.user_ns,
         body,
@@ -346,94 +349,79 @@ def cuda_run(shell, body: str, device: FakeDevice, **config):
 
 
 CUDA_CELL = """\
-import torch.cuda._gpu_trace as gt
+import torch
 for _ in range(5):
-    gt.StreamSynchronizationCallbacks.fire_callbacks(1234)
-gt.DeviceSynchronizationCallbacks.fire_callbacks()
-gt.EventSynchronizationCallbacks.fire_callbacks(99)
+    torch.cuda.current = torch.cuda.Stream(); torch.cuda.current.synchronize()
+torch.cuda.synchronize()
+torch.cuda.Event().synchronize()
 """
 
 
-def test_cuda_backend_times_trace_syncs_at_their_lines(shell) -> None:
-    device = FakeDevice(0.002)
-    result, report = cuda_run(shell, CUDA_CELL, device)
+def test_explicit_syncs_are_timed_at_their_lines(shell, monkeypatch) -> None:
+    fake = FakeCuda(monkeypatch)
+    result, report = cuda_run(shell, CUDA_CELL)
     assert result.error_in_exec is None
     recs = {s.line: s for s in report.syncs}
     assert sorted(recs) == [3, 4, 5]
-    assert recs[3].count == 5 and recs[3].ops == {"cudaStreamSynchronize": 5}
-    assert recs[4].ops == {"cudaDeviceSynchronize": 1}
-    assert recs[5].ops == {"cudaEventSynchronize": 1}
+    assert recs[3].count == 5 and recs[3].ops == {"Stream.synchronize": 5}
+    assert recs[4].ops == {"torch.cuda.synchronize": 1}
+    assert recs[5].ops == {"Event.synchronize": 1}
     assert recs[3].seconds >= 5 * 0.002
-    assert recs[3].code == "gt.StreamSynchronizationCallbacks.fire_callbacks(1234)"
-    # One drain per user sync: the drains' own trace callbacks were not counted again.
-    assert device.calls == [("stream", 1234)] * 5 + [("device", None), ("event", 99)]
+    assert fake.calls == ["stream"] * 5 + ["device", "event"]  # the user's calls ran, once each
     assert report.sync_s == pytest.approx(sum(s.seconds for s in report.syncs))
+    # everything put back: the fakes themselves, not wrappers
+    assert torch.cuda.synchronize is fake.synchronize
+    assert fake.Stream.__dict__["synchronize"].__name__ == "synchronize"
+    assert not hasattr(fake.Stream.__dict__["synchronize"], "__wrapped__")
     assert_probe_gone()
 
 
-def test_cuda_backend_flags_stall_with_TM303(shell) -> None:
+def test_explicit_syncs_flag_a_stall_with_TM303(shell, monkeypatch) -> None:
+    FakeCuda(monkeypatch, wait_s=0.004)
     # five 4 ms waits on line 3 pass a 10 ms threshold; line 4's single wait does not, even
     # when a loaded machine oversleeps
-    _, report = cuda_run(shell, CUDA_CELL, FakeDevice(0.004), sync_threshold_s=0.010)
+    _, report = cuda_run(shell, CUDA_CELL, sync_threshold_s=0.010)
     stalls = [f for f in report.findings if f.rule == "TM303"]
     assert [f.line for f in stalls] == [3]
     assert "5 times" in stalls[0].message
 
 
-def test_cuda_backend_ignores_syncs_from_other_threads(shell) -> None:
-    body = (
-        "import threading, torch.cuda._gpu_trace as gt\n"
-        "th = threading.Thread(target=gt.DeviceSynchronizationCallbacks.fire_callbacks)\n"
-        "th.start(); th.join()\n"
-    )
-    device = FakeDevice(0.0)
-    _, report = cuda_run(shell, body, device)
-    assert report.syncs == [] and device.calls == []
+def test_explicit_syncs_from_other_threads_are_not_charged(shell, monkeypatch) -> None:
+    fake = FakeCuda(monkeypatch, wait_s=0.0)
+    body = "import threading\nth = threading.Thread(target=torch.cuda.synchronize)\nth.start(); th.join()\n"
+    _, report = cuda_run(shell, body)
+    assert report.syncs == [] and fake.calls == ["device"]
 
 
-def test_cuda_backend_uninstalls_after_exception(shell) -> None:
-    before = [list(r.callback_list) for r in SYNC_CALLBACKS]
-    result, report = cuda_run(shell, CUDA_CELL + "1 / 0\n", FakeDevice(0.0))
+def test_explicit_syncs_are_restored_after_an_exception(shell, monkeypatch) -> None:
+    fake = FakeCuda(monkeypatch, wait_s=0.0)
+    result, report = cuda_run(shell, CUDA_CELL + "1 / 0\n")
     assert isinstance(result.error_in_exec, ZeroDivisionError)
     assert len(report.syncs) == 3
-    assert [list(r.callback_list) for r in SYNC_CALLBACKS] == before
+    assert torch.cuda.synchronize is fake.synchronize
     assert_probe_gone()
 
 
-def test_cuda_backend_charges_drain_to_the_op_the_mode_is_inside(shell, monkeypatch) -> None:
-    """On a GPU the function mode names the op and the trace callback inside it times the wait."""
+def test_an_inherited_sync_method_is_removed_again(shell, monkeypatch) -> None:
+    fake = FakeCuda(monkeypatch, wait_s=0.0)
 
-    def fake_item(t):
-        if torch.overrides.has_torch_function((t,)):
-            return torch.overrides.handle_torch_function(fake_item, (t,), t)
-        gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(5)  # what c10 does in .item()
-        return 0.0
+    class Base:
+        def synchronize(self):
+            fake.calls.append("base")
 
-    monkeypatch.setattr(sync_mod, "SYNC_FUNCS", sync_mod.SYNC_FUNCS | {fake_item})
-    monkeypatch.setattr(sync_mod, "_ALWAYS_SET", sync_mod._ALWAYS_SET | {fake_item})
-    monkeypatch.setitem(sync_mod.OP_NAMES, fake_item, "Tensor.item")
-    shell.user_ns["fake_item"] = fake_item
-    run = CellRun(
-        shell.user_ns,
-        "x = torch.ones(1)\nfor _ in range(3):\n    fake_item(x)\n",
-        known_files=lambda: shell.compile._filename_map,
-    )
-    ledger = SyncLedger(run.locator)
-    device = FakeDevice(0.001)
-    backend = CudaSyncBackend(ledger, device.drain, activate=lambda: None)
-    # "cpu" plays the traced device here: its syncs are timed by the trace, not by the mode.
-    mode = _SyncMode(ledger, timed=frozenset(), traced=frozenset({"cpu"}), backend=backend)
-    backend.install()
-    torch._C._push_on_torch_function_stack(mode)
-    try:
-        shell.run_cell("import torch\n" + run.raw_cell, store_history=True)
-    finally:
-        sync_mod._remove_mode(mode)
-        backend.uninstall()
-    [rec] = ledger.records(["import torch", *run.lines])
-    assert (rec.line, rec.count, rec.ops) == (4, 3, {"Tensor.item": 3})
-    assert rec.seconds >= 3 * 0.001
-    assert_probe_gone()
+    class Stream(Base):  # inherits `synchronize`: the wrapper must not stay on the subclass
+        pass
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    _, report = cuda_run(shell, "torch.cuda.Stream().synchronize()\n")
+    assert [s.ops for s in report.syncs] == [{"Stream.synchronize": 1}]
+    assert "synchronize" not in Stream.__dict__ and fake.calls == ["base"]
+
+
+def test_a_checked_cell_leaves_nothing_that_slows_later_cells(shell, monkeypatch) -> None:
+    FakeCuda(monkeypatch, wait_s=0.0)
+    cuda_run(shell, CUDA_CELL)
+    assert_probe_gone()  # no function mode, no wrappers; and `_activate_gpu_trace` never ran
 
 
 def test_probe_stop_without_start_is_harmless(shell) -> None:
@@ -478,8 +466,9 @@ def test_transfers_that_wait_for_the_device() -> None:
     assert sync_device(torch.where, (dev > 0, dev, dev), {}) is None
 
 
-def test_only_async_copies_from_pageable_memory_need_an_extra_drain() -> None:
+def test_pageable_non_blocking_copies_to_the_device_are_timed_as_syncs() -> None:
     host, T = torch.ones(2), torch.Tensor
-    assert sync_mod._is_async_pageable_copy(T.to, (host, "cuda"), {"non_blocking": True})
-    assert not sync_mod._is_async_pageable_copy(T.to, (host, "cuda"), {})  # the trace sees it
-    assert not sync_mod._is_async_pageable_copy(T.item, (host,), {})
+    # non_blocking from pageable memory still waits: the mode times it like any sync
+    assert sync_device(T.to, (host, "cuda"), {"non_blocking": True}) == "cuda"
+    assert sync_device(T.to, (host, "cuda"), {}) == "cuda"
+    assert sync_device(T.item, (host,), {}) == "cpu"

@@ -6,50 +6,41 @@ functions from earlier cells or libraries is charged to the cell line that calle
 `collect` fills `report.syncs` (one `SyncRecord` per line) and `report.sync_s`; TM303
 (`runtime/rules/stalls.py`) reports the lines whose waits exceed the threshold.
 
-Two backends share one ledger (`SyncLedger`: attribution through the cell's `CellLocator`,
-and grouping):
+Two parts share one ledger (`SyncLedger`: attribution through the cell's `CellLocator`, and
+grouping), both installed for the checked cell only:
 
-*Portable* (`_SyncMode`, a `TorchFunctionMode`): sees every torch function and tensor method
-call; a frozenset membership test lets everything but the sync-prone calls through at once
-(about 1 µs per torch call on the bench machine, see bench/sync_overhead.py). Sync-prone
-calls (`.item()`, `bool()`, `.tolist()`, `.cpu()`, masks, `nonzero`, `unique`, printing,
-...) on a tensor whose device type is in `sync_devices` are timed whole. On a GPU such a
-call's duration is the wait plus a tiny copy, so this alone would be a fair timer; but it
-cannot see `torch.cuda.synchronize()`, `Event.synchronize()`, stream syncs, or syncs
-hidden inside ops that are not on its list.
+*The function mode* (`_SyncMode`, a `TorchFunctionMode`) sees every torch function and
+tensor method call; a frozenset membership test lets everything but the sync-prone calls
+through at once (about 1 µs per torch call, see bench/sync_overhead.py). Sync-prone calls
+(`.item()`, `bool()`, `float()`, `.tolist()`, `.cpu()`, `.numpy()`, boolean masks,
+`nonzero`, `unique`, printing, blocking or pageable `non_blocking` host-device copies, ...)
+on a tensor whose device type is in `sync_devices` are timed whole: on a GPU such a call's
+duration is the wait for the queued work plus a small copy.
 
-*CUDA* (`CudaSyncBackend`, only when `"cuda"` is in `sync_devices` and
-`torch.cuda.is_available()`): PyTorch's GPU-trace callbacks (`torch.cuda._gpu_trace`, the
-ones the CUDA sanitizer uses). c10 fires the device/stream/event-synchronisation callbacks
-*before* it blocks in `cudaDeviceSynchronize`/`cudaStreamSynchronize`/`cudaEventSynchronize`
-(`c10/cuda/CUDAFunctions.h`: `memcpy_and_sync`, `stream_synchronize`, `device_synchronize`),
-so the callback can drain the device itself and time that drain; the user's own sync then
-returns at once and the program's results and order of work are unchanged. A stream sync
-drains only that stream; device and event syncs drain the device (for an event this is an
-upper bound when other streams are busy). With the CUDA backend the function mode only
-*names* the op (the callback charges its drained time to the op the mode is inside) and
-drains before non-blocking copies from pageable host memory, which the trace misses.
+*Explicit syncs* (`ExplicitSyncs`, when CUDA is in `sync_devices` and available):
+`torch.cuda.synchronize()`, `Stream.synchronize()`, `Event.synchronize()` and
+`torch.accelerator.synchronize()` are wrapped in place while the cell runs and timed; they
+are put back when it ends.
 
-Why not `torch.cuda.set_sync_debug_mode("warn")` with a warnings hook: the C++ warning
-reaches Python only when the op returns, after the wait, so it cannot time anything; it
-misses `torch.cuda.synchronize()`, event syncs and pageable non-blocking copies; it is
-de-duplicated per line unless the user's warnings filters are changed; and it is a global
-mode the user may have set. The cost of the trace: PyTorch 2.13 has no way to switch it off
-from Python (`torch._C._activate_gpu_trace` is one-way), so from the first checked cell with
-the CUDA backend on, every CUDA allocation, free and event in the process calls into Python
-(an empty callback list when no cell is checked). It is therefore activated lazily, only then.
+Why not PyTorch's GPU-trace callbacks (`torch.cuda._gpu_trace`): `torch._C._activate_gpu_trace`
+cannot be undone, so after the first checked cell every CUDA allocation, free and event in
+the process would call into Python: a loop of small CUDA allocations ran 2.9× slower in every
+later cell, checked or not, even after `%unload_ext`. Why not
+`torch.cuda.set_sync_debug_mode("warn")`: the warning reaches Python after the wait, so it
+times nothing; it misses explicit syncs and pageable copies; and it is a global mode the
+user may have set.
 
 Syncs made by other threads (data-loader pinning threads) have no cell frame and are not
 charged to a line. Nothing here initialises CUDA, changes results, or touches warnings.
 
 `torch.compile`: dynamo traces through function modes, so a compiled function recompiles
 once the first time it runs inside a checked cell; compiled graphs do not pass through the
-mode when they run, so the mode sees syncs only at graph breaks (the CUDA trace callbacks
-come from c10 and fire for compiled code too).
+mode when they run, so the mode sees syncs only at graph breaks.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
@@ -276,118 +267,90 @@ class SyncLedger:
         return out
 
 
-# --- CUDA backend ----------------------------------------------------------------------------
+# --- explicit synchronisation calls --------------------------------------------------------
 
-Drain = Callable[[str, int | None], None]
-
-
-def cuda_drain(kind: str, handle: int | None) -> None:
-    """Wait for the work a sync of `kind` waits for (a stream's queue, else the device)."""
-    if torch.cuda.is_current_stream_capturing():
-        return  # a sync during graph capture fails on its own; draining here would too
-    if kind == "stream" and handle:
-        try:
-            torch.cuda.ExternalStream(handle).synchronize()
-            return
-        except (RuntimeError, ValueError, TypeError):
-            pass
-    torch.cuda.synchronize()
+# Python functions and methods that block the CPU until device work is done: wrapped for the
+# checked cell only (and always put back), so nothing is left behind for later cells.
+EXPLICIT_SYNCS: tuple[tuple[str, str, str], ...] = (
+    ("torch.cuda", "synchronize", "torch.cuda.synchronize"),
+    ("torch.cuda.Stream", "synchronize", "Stream.synchronize"),
+    ("torch.cuda.Event", "synchronize", "Event.synchronize"),
+    ("torch.accelerator", "synchronize", "torch.accelerator.synchronize"),
+)
 
 
-def activate_gpu_trace() -> None:
-    torch._C._activate_gpu_trace()
+def _resolve(path: str) -> Any:
+    obj: Any = torch
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
 
 
-_KIND_NAMES = {
-    "device": "cudaDeviceSynchronize",
-    "stream": "cudaStreamSynchronize",
-    "event": "cudaEventSynchronize",
-}
-
-
-class CudaSyncBackend:
-    """GPU-trace synchronisation callbacks that drain the device themselves and time it.
-
-    `drain(kind, handle)` is injectable: tests (no GPU) pass a function that sleeps and fire
-    the callbacks through `torch.cuda._gpu_trace` the way c10 would.
-    """
+class ExplicitSyncs:
+    """Times `torch.cuda.synchronize()`, `Stream.synchronize()`, `Event.synchronize()` (and
+    `torch.accelerator.synchronize()`) while a cell runs: each call is wrapped in place and
+    restored by `uninstall`. Calls from other threads pass straight through."""
 
     def __init__(
-        self, ledger: SyncLedger, drain: Drain = cuda_drain, activate: Callable[[], None] = activate_gpu_trace
+        self, ledger: SyncLedger, targets: tuple[tuple[str, str, str], ...] = EXPLICIT_SYNCS
     ) -> None:
         self.ledger = ledger
-        self.drain = drain
-        self.activate = activate
-        self.current_op: str | None = None
-        self._draining = False
-        self._callbacks: list[tuple[Any, Any]] = []
+        self.targets = targets
+        # (owner, attribute, original, whether the owner itself defined it)
+        self._saved: list[tuple[Any, str, Any, bool]] = []
 
     def install(self) -> None:
-        import torch.cuda._gpu_trace as gpu_trace
-
-        self.activate()
-        self._callbacks = [
-            (gpu_trace.DeviceSynchronizationCallbacks, self._on_device),
-            (gpu_trace.StreamSynchronizationCallbacks, self._on_stream),
-            (gpu_trace.EventSynchronizationCallbacks, self._on_event),
-        ]
-        for registry, cb in self._callbacks:
-            registry.add_callback(cb)
+        for owner_path, attr, label in self.targets:
+            owner = _resolve(owner_path)
+            if owner is None:
+                continue
+            own = isinstance(owner, type) and attr in owner.__dict__
+            original = owner.__dict__[attr] if own else getattr(owner, attr, None)
+            if original is None:
+                continue
+            setattr(owner, attr, self._timed(original, label))
+            self._saved.append((owner, attr, original, own or not isinstance(owner, type)))
 
     def uninstall(self) -> None:
-        for registry, cb in self._callbacks:
-            lst = registry.callback_list
-            for i in range(len(lst) - 1, -1, -1):
-                if lst[i] is cb:
-                    del lst[i]
-        self._callbacks = []
+        saved, self._saved = self._saved, []
+        for owner, attr, original, own in reversed(saved):
+            try:
+                if own:
+                    setattr(owner, attr, original)
+                else:
+                    delattr(owner, attr)  # it was inherited: remove our override
+            except Exception:
+                pass
 
-    def _on_device(self) -> None:
-        self._sync("device", None)
+    def _timed(self, original: Any, label: str) -> Any:
+        ledger = self.ledger
 
-    def _on_stream(self, stream: int) -> None:
-        self._sync("stream", stream)
-
-    def _on_event(self, event: int) -> None:
-        self._sync("event", event)
-
-    def _sync(self, kind: str, handle: int | None, op: str | None = None) -> None:
-        # Our own drain fires these callbacks again; other threads are not the cell's.
-        if self._draining or threading.get_ident() != self.ledger.thread:
-            return
-        self._draining = True
-        try:
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
+            if threading.get_ident() != ledger.thread:
+                return original(*args, **kwargs)
             t0 = _perf()
-            self.drain(kind, handle)
-            seconds = _perf() - t0
-        finally:
-            self._draining = False
-        self.ledger.add(op or self.current_op or _KIND_NAMES[kind], seconds, sys._getframe(1))
+            try:
+                return original(*args, **kwargs)
+            finally:
+                ledger.add(label, _perf() - t0, sys._getframe(1))
 
-    def stall(self, op: str) -> None:
-        """A stall the trace does not report (a non-blocking copy from pageable memory)."""
-        stream = torch.cuda.current_stream()
-        self._sync("stream", stream.cuda_stream, op)
+        return timed
 
 
 # --- portable backend ------------------------------------------------------------------------
 
 
 class _SyncMode(TorchFunctionMode):
-    """Times sync-prone calls on `timed` devices; names them for the CUDA backend on `traced`."""
+    """Times the sync-prone calls on tensors of the `timed` device types."""
 
-    def __init__(
-        self,
-        ledger: SyncLedger,
-        timed: frozenset[str],
-        traced: frozenset[str] = frozenset(),
-        backend: CudaSyncBackend | None = None,
-    ) -> None:
+    def __init__(self, ledger: SyncLedger, timed: frozenset[str]) -> None:
         super().__init__()
         self.ledger = ledger
         self.timed = timed
-        self.traced = traced
-        self.backend = backend
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func not in SYNC_FUNCS:
@@ -399,43 +362,12 @@ class _SyncMode(TorchFunctionMode):
         return self._sync_prone(func, args, kwargs or {})
 
     def _sync_prone(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        device = sync_device(func, args, kwargs)
-        if device in self.timed:
+        if sync_device(func, args, kwargs) in self.timed:
             t0 = _perf()
             out = func(*args, **kwargs)
             self.ledger.add(OP_NAMES[func], _perf() - t0, sys._getframe(1))
             return out
-        backend = self.backend
-        if device in self.traced and backend is not None:
-            name = OP_NAMES[func]
-            if _is_async_pageable_copy(func, args, kwargs):
-                backend.stall(name)
-            previous = backend.current_op
-            backend.current_op = name
-            try:
-                return func(*args, **kwargs)
-            finally:
-                backend.current_op = previous
         return func(*args, **kwargs)
-
-
-def _is_async_pageable_copy(func: Any, args: tuple, kwargs: dict) -> bool:
-    non_blocking = bool(kwargs.get("non_blocking", False))
-    if func in _COPY_SET:
-        src = args[1] if len(args) > 1 else kwargs.get("src")
-        if len(args) > 2:
-            non_blocking = bool(args[2])
-    else:
-        src = args[0]
-        if func in _CUDA_SET and len(args) > 2:
-            non_blocking = bool(args[2])
-    return (
-        non_blocking
-        and isinstance(src, Tensor)
-        and src.device.type == "cpu"
-        and func in (_TO_SET | _CUDA_SET | _COPY_SET)
-        and not _pinned(src)
-    )
 
 
 def _remove_mode(mode: TorchFunctionMode) -> None:
@@ -468,46 +400,26 @@ class SyncProbe:
 
     name = "sync"
 
-    def __init__(
-        self,
-        *,
-        cuda_drain: Drain | None = None,
-        cuda_available: Callable[[], bool] | None = None,
-        activate_trace: Callable[[], None] | None = None,
-    ) -> None:
-        self._drain = cuda_drain or globals()["cuda_drain"]
+    def __init__(self, *, cuda_available: Callable[[], bool] | None = None) -> None:
         self._cuda_available = cuda_available or torch.cuda.is_available
-        self._activate = activate_trace or activate_gpu_trace
-        self._trace_active = False
         self._ledger: SyncLedger | None = None
         self._mode: _SyncMode | None = None
-        self._backend: CudaSyncBackend | None = None
-
-    def _activate_once(self) -> None:
-        if not self._trace_active:
-            self._activate()
-            self._trace_active = True
+        self._explicit: ExplicitSyncs | None = None
 
     def start(self, run: CellRun) -> None:
         self.stop(run)
         self._ledger = None
         devices = frozenset(run.options.sync_devices)
+        if "cuda" in devices and not self._cuda_available():
+            devices = devices - {"cuda"}  # no CUDA tensor can exist: nothing to time, no per-op cost
         if not devices:
             return
         self._ledger = ledger = SyncLedger(run.locator)
-        traced: frozenset[str] = frozenset()
         try:
             if "cuda" in devices:
-                if self._cuda_available():
-                    backend = CudaSyncBackend(ledger, self._drain, self._activate_once)
-                    self._backend = backend
-                    backend.install()
-                    traced = frozenset({"cuda"})
-                else:  # no CUDA tensor can exist: nothing to time, no per-op cost
-                    devices = devices - {"cuda"}
-            if not devices:
-                return
-            mode = _SyncMode(ledger, devices - traced, traced, self._backend)
+                self._explicit = ExplicitSyncs(ledger)
+                self._explicit.install()
+            mode = _SyncMode(ledger, devices)
             torch._C._push_on_torch_function_stack(mode)
             self._mode = mode
         except Exception as exc:  # a probe that cannot start must not break the cell
@@ -516,11 +428,11 @@ class SyncProbe:
 
     def stop(self, run: CellRun | None = None) -> None:
         mode, self._mode = self._mode, None
-        backend, self._backend = self._backend, None
+        explicit, self._explicit = self._explicit, None
         if mode is not None:
             _remove_mode(mode)
-        if backend is not None:
-            backend.uninstall()
+        if explicit is not None:
+            explicit.uninstall()
 
     def collect(self, run: CellRun) -> None:
         ledger, self._ledger = self._ledger, None
