@@ -22,7 +22,11 @@ RULES = [
             model = Net().to(device)
             x = x.to(device)
             """,
-        not_flagged="`torch.cuda.*` module functions (`is_available`, `synchronize`, ...)",
+        not_flagged="""
+            `torch.cuda.*` module functions (`is_available`, `synchronize`, ...); `.cuda()` that only runs when the user
+            asked for CUDA (`if cuda:`, `if args.cuda:`, `if use_cuda:`, `if torch.cuda.is_available():`,
+            `x.cuda() if use_cuda else x`): such code already runs on a machine without a GPU
+            """,
     ),
     Rule(
         "TM202",
@@ -66,7 +70,13 @@ RULES = [
         fix="""
             state = torch.load("ckpt.pt", map_location=device)
             """,
-        not_flagged="calls with `map_location`",
+        not_flagged="""
+            calls with `map_location`; files that hold no device tensors: a NumPy array
+            (`torch.from_numpy(torch.load(f))`), a file this same code writes from the CPU (it has no accelerator path at
+            all, or it moves the model to the CPU before `torch.save`); a file reloaded later in the same run, in the same
+            scope that saved it (it goes back onto the device it came from). Checkpoints written by code that trains on a
+            GPU, and files from elsewhere, are flagged
+            """,
     ),
     Rule(
         "TM204",
