@@ -25,7 +25,8 @@ RULES = [
         not_flagged="""
             `torch.cuda.*` module functions (`is_available`, `synchronize`, ...); `.cuda()` that only runs when the user
             asked for CUDA (`if cuda:`, `if args.cuda:`, `if use_cuda:`, `if torch.cuda.is_available():`,
-            `x.cuda() if use_cuda else x`): such code already runs on a machine without a GPU
+            `x.cuda() if use_cuda else x`): such code already runs on a machine without a GPU; `.cuda(rank)`,
+            `.cuda(args.gpu)`: one GPU per process, chosen at run time (DDP and RPC trainers)
             """,
     ),
     Rule(
@@ -50,7 +51,9 @@ RULES = [
             y = y.to(device)
             """,
         not_flagged="""
-            that selection line itself; `torch.device(...)` assigned once to a name; a move inside `if torch.cuda.is_available():`
+            that selection line itself; `torch.device(...)` assigned once to a name; a move inside `if torch.cuda.is_available():`;
+            indexed devices (`"cuda:1"`) in code that names two or more GPUs by index: model parallel code places each
+            part on a chosen GPU on purpose
             """,
     ),
     Rule(

@@ -56,8 +56,11 @@ RULES = [
             moves to a device the caller chose: `x.to(self.device)` / `.cuda(self.gpu_id)` where the attribute is set from a
             constructor argument or read off the module's own tensors (pipeline shards, a `device` property), `.to(device)` with
             `device` a parameter; modules in code that uses `torch.distributed.rpc` (`RRef`, `to_here`, `rpc_sync`), which must
-            hand CPU tensors back over RPC and place each remote shard on its worker's device; a factory moved in the same
-            call (`torch.zeros(n).to(device)`) is TM101's finding
+            hand CPU tensors back over RPC and place each remote shard on its worker's device; model parallel classes that
+            place their submodules on two or more devices (`self.a = ....to("cuda:0")`, `self.b = ....to("cuda:1")`), where
+            moving activations between the parts is the point; moves under a CUDA flag the caller sets
+            (`if self.use_cuda: h = h.cuda()`); a factory moved in the same call (`torch.zeros(n).to(device)`) is TM101's
+            finding
             """,
         overrides=("TM201", "TM202"),
     ),

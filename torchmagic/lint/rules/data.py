@@ -87,8 +87,21 @@ def _batch_move(ctx: Context, call: ast.Call) -> bool:
         return False
     if isinstance(target, ast.Name):
         origin = ctx.origin(target)
-        return origin is not None and _mentions_torch_accelerator(origin)
+        return origin is not None and (
+            _mentions_torch_accelerator(origin) or _chosen_at_run_time(ctx, origin)
+        )
     return _mentions_torch_accelerator(target)
+
+
+def _chosen_at_run_time(ctx: Context, origin: ast.AST) -> bool:
+    """`torch.device(opt.device)` / `torch.device(args.device)`: a device the user picks when
+    running the script (a CUDA one on a GPU machine), not a CPU literal."""
+    return (
+        isinstance(origin, ast.Call)
+        and ctx.qualname(origin.func) == "torch.device"
+        and bool(origin.args)
+        and not isinstance(origin.args[0], ast.Constant)
+    )
 
 
 def _targets(node: ast.AST) -> set[str]:

@@ -32,7 +32,7 @@ def _names_cuda_flag(test: ast.AST) -> bool:
     return False
 
 
-def _under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
+def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
     """`if args.cuda: x = x.cuda()` or `x.cuda() if use_cuda else x`: the move only happens when
     the user asked for CUDA, so the code already runs on a machine without one."""
     path = [*ctx.stack, call]
@@ -48,13 +48,49 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
         return
     if ctx.qualname(call.func) == "torch.cuda":
         return
-    if _under_cuda_guard(ctx, call):
+    if under_cuda_guard(ctx, call):
         return
+    index = call.args[0] if call.args else keyword(call, "device")
+    if isinstance(index, (ast.Name, ast.Attribute)):
+        return  # `.cuda(rank)`, `.cuda(args.gpu)`: one GPU per process, chosen at run time
     ctx.flag(
         call,
-        f"`{unparse(call.func.value, 40)}.cuda()` hardcodes the CUDA device.",
+        f"`{unparse(call.func.value, 40)}.cuda({unparse(index, 20) if index is not None else ''})` hardcodes the CUDA device.",
         _DEVICE_SELECTION_HINT,
     )
+
+
+def _cuda_index(node: ast.AST) -> str | None:
+    """ "1" for `"cuda:1"` / `torch.device("cuda", 1)`; None when no index is named."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda:"):
+        return node.value.split(":", 1)[1].strip()
+    if (
+        isinstance(node, ast.Call)
+        and len(node.args) == 2
+        and is_cuda_literal_arg(node.args[0])
+        and isinstance(node.args[1], ast.Constant)
+    ):
+        return str(node.args[1].value)
+    return None
+
+
+def is_cuda_literal_arg(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == "cuda"
+
+
+_multi_gpu: WeakKeyDictionary[Context, bool] = WeakKeyDictionary()
+
+
+def _places_on_several_gpus(ctx: Context) -> bool:
+    """The source names two or more CUDA devices by index (`"cuda:0"` and `"cuda:1"`): model
+    parallel code that places each part on a chosen GPU on purpose."""
+    if ctx not in _multi_gpu:
+        root = ctx.stack[0] if ctx.stack else None
+        found = (
+            {i for n in ast.walk(root) if (i := _cuda_index(n)) is not None} if root is not None else set()
+        )
+        _multi_gpu[ctx] = len(found) >= 2
+    return _multi_gpu[ctx]
 
 
 @check("TM202", calls={"to"}, nodes=(ast.keyword,))
@@ -65,12 +101,16 @@ def hardcoded_device(node: ast.AST, ctx: Context) -> None:
         call = ctx.parent
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "to":
             return  # reported once, for the `.to(...)` call
-        where, label = node.value, f"device={unparse(node.value, 40)}"
+        where, label, literal = node.value, f"device={unparse(node.value, 40)}", node.value
     else:
         target = move_target(node)  # type: ignore[arg-type]
         if not isinstance(node.func, ast.Attribute) or not is_cuda_literal(ctx, target):  # type: ignore[attr-defined]
             return
-        where, label = node, unparse(node, 50)
+        where, label, literal = node, unparse(node, 50), target
+    if literal is not None and _cuda_index(literal) is not None and _places_on_several_gpus(ctx):
+        return  # model parallel: each part sits on the GPU the code names for it
+    if under_cuda_guard(ctx, where):  # type: ignore[arg-type]
+        return  # only runs when CUDA is there (`if torch.cuda.is_available():`)
     ctx.flag(
         where,
         f"`{label}` hardcodes the CUDA device.",

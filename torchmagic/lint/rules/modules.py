@@ -11,6 +11,7 @@ from ..kinds import DTYPE, MODULE, PARAMETER, TENSOR, TENSOR_KINDS
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
 from ._common import unparse
+from .devices import under_cuda_guard
 
 FACTORIES = frozenset(
     {
@@ -179,6 +180,41 @@ def _uses_rpc(ctx: Context) -> bool:
     return state["rpc"]
 
 
+def _model_parallel(ctx: Context) -> bool:
+    """The class places its submodules on two or more devices (`self.a = ....to("cuda:0")`,
+    `self.b.to("cuda:1")`): model parallel, where moving activations between parts is the point."""
+    state = _state.setdefault(ctx, {})
+    cache = state.setdefault("parallel", {})
+    cls = ctx.cls.node if ctx.cls is not None else None
+    if cls is None:
+        return False
+    if id(cls) not in cache:
+        targets: set[str] = set()
+        for node in _class_nodes(ctx):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
+                    owner = sub.targets[0]
+                    call = sub.value
+                elif isinstance(sub, ast.Expr) and isinstance(sub.value, ast.Call):
+                    call = sub.value
+                    owner = call.func.value if isinstance(call.func, ast.Attribute) else None
+                else:
+                    continue
+                f = call.func
+                if not (isinstance(f, ast.Attribute) and f.attr in ("to", "cuda")):
+                    continue
+                if not (
+                    isinstance(owner, ast.Attribute)
+                    and isinstance(owner.value, ast.Name)
+                    and owner.value.id == "self"
+                ):
+                    continue
+                target = _device_target(ctx, call)
+                targets.add(ast.unparse(target) if target is not None else f.attr)
+        cache[id(cls)] = (cls, len(targets) >= 2)
+    return cache[id(cls)][1]
+
+
 def _caller_device(ctx: Context, arg: ast.AST | None) -> bool:
     """`.cuda(device)` / `.cuda(self.gpu_id)` with an index the caller passed in."""
     if arg is None:
@@ -196,6 +232,8 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         return
     if _uses_rpc(ctx):
         return  # RPC ships CPU tensors and places each remote shard itself
+    if under_cuda_guard(ctx, call) or _model_parallel(ctx):
+        return  # the caller asked for CUDA (`if self.use_cuda:`), or parts sit on chosen GPUs
     method = call.func.attr
     if method == "to":
         target = _device_target(ctx, call)
