@@ -209,10 +209,62 @@ def _model_parallel(ctx: Context) -> bool:
                     and owner.value.id == "self"
                 ):
                     continue
-                target = _device_target(ctx, call)
-                targets.add(ast.unparse(target) if target is not None else f.attr)
+                targets.add(_device_key(ctx, _device_target(ctx, call), f.attr))
+        targets.discard("")
         cache[id(cls)] = (cls, len(targets) >= 2)
     return cache[id(cls)][1]
+
+
+def _device_key(ctx: Context, target: ast.AST | None, method: str) -> str:
+    """One spelling per device: `.cuda()`, `.to("cuda")` and `.to("cuda:0")` are all "cuda:0";
+    dtypes and tensors give "" (not a placement)."""
+    if target is None:
+        return "cuda:0" if method == "cuda" else ""
+    if isinstance(target, ast.Constant):
+        v = target.value
+        if isinstance(v, bool):
+            return ""
+        if isinstance(v, int):
+            return f"cuda:{v}"
+        if isinstance(v, str):
+            kind, _, index = v.partition(":")
+            return f"{kind}:{index or 0}"
+        return ""
+    if isinstance(target, ast.Call) and ctx.qualname(target.func) == "torch.device" and target.args:
+        if all(isinstance(a, ast.Constant) for a in target.args):
+            kind, _, index = str(target.args[0].value).partition(":")  # type: ignore[attr-defined]
+            if len(target.args) > 1:
+                index = str(target.args[1].value)  # type: ignore[attr-defined]
+            return f"{kind}:{index or 0}"
+    text = ast.unparse(target).lower()
+    if "dev" in text or "gpu" in text:
+        return text  # `self.dev1`, `gpu_ids[0]`: a device expression
+    return ""
+
+
+def _caller_cuda_flag(ctx: Context, call: ast.Call) -> bool:
+    """`if self.use_cuda: h = h.cuda()`: a CUDA switch the caller sets (an attribute of the
+    module or a parameter), not `torch.cuda.is_available()`, which lets the module pick a GPU
+    the caller's model may not be on."""
+    if not under_cuda_guard(ctx, call):
+        return False
+    fn = ctx.frame.node
+    params = _params(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+    for anc in ctx.stack:
+        if isinstance(anc, (ast.If, ast.IfExp)):
+            for sub in ast.walk(anc.test):
+                text = (
+                    sub.attr
+                    if isinstance(sub, ast.Attribute)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id == "self"
+                    else sub.id
+                    if isinstance(sub, ast.Name) and sub.id in params
+                    else ""
+                )
+                if "cuda" in text.lower() or "gpu" in text.lower():
+                    return True
+    return False
 
 
 def _caller_device(ctx: Context, arg: ast.AST | None) -> bool:
@@ -232,7 +284,7 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         return
     if _uses_rpc(ctx):
         return  # RPC ships CPU tensors and places each remote shard itself
-    if under_cuda_guard(ctx, call) or _model_parallel(ctx):
+    if _caller_cuda_flag(ctx, call) or _model_parallel(ctx):
         return  # the caller asked for CUDA (`if self.use_cuda:`), or parts sit on chosen GPUs
     method = call.func.attr
     if method == "to":
