@@ -9,9 +9,11 @@ RULES = [
         "info",
         evidence=("static",),
         what="""
-            Flags a `DataLoader(...)` without `pin_memory=True` whose batches are moved to CUDA in
-            the loop that iterates over it. Reported at the `DataLoader(...)` call; for a loader built
-            in an earlier cell (live: its `pin_memory` is False), at the `for` line.
+            Flags a `DataLoader(...)` without `pin_memory=True` whose batches are moved to CUDA (or to
+            `torch.accelerator.current_accelerator()`, or to `torch.device(args.device)` chosen at run time) in the loop that iterates over it, in a function
+            that loop hands the batch to, or in a function the loader is passed to. Loaders in a dict or
+            list (`loaders[phase]`) count. Reported at the `DataLoader(...)` call; for a loader built in
+            an earlier notebook cell, once, at the `for` line that moves its batches.
             """,
         why="""
             Copies from pageable memory are synchronous and slower; pinned batches can be copied
@@ -27,6 +29,6 @@ RULES = [
             for x, y in loader:
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             """,
-        not_flagged="loaders whose batches stay on the CPU",
+        not_flagged="loaders whose batches stay on the CPU; loaders built with `**kwargs` (the options are not visible)",
     ),
 ]

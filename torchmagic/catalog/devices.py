@@ -22,7 +22,12 @@ RULES = [
             model = Net().to(device)
             x = x.to(device)
             """,
-        not_flagged="`torch.cuda.*` module functions (`is_available`, `synchronize`, ...)",
+        not_flagged="""
+            `torch.cuda.*` module functions (`is_available`, `synchronize`, ...); `.cuda()` that only runs when the user
+            asked for CUDA (`if cuda:`, `if args.cuda:`, `if use_cuda:`, `if torch.cuda.is_available():`,
+            `x.cuda() if use_cuda else x`): such code already runs on a machine without a GPU; `.cuda(rank)`,
+            `.cuda(args.gpu)`: one GPU per process, chosen at run time (DDP and RPC trainers)
+            """,
     ),
     Rule(
         "TM202",
@@ -46,7 +51,9 @@ RULES = [
             y = y.to(device)
             """,
         not_flagged="""
-            that selection line itself; `torch.device(...)` assigned once to a name; a move inside `if torch.cuda.is_available():`
+            that selection line itself; `torch.device(...)` assigned once to a name; a move inside `if torch.cuda.is_available():`;
+            indexed devices (`"cuda:1"`) in code that names two or more GPUs by index: model parallel code places each
+            part on a chosen GPU on purpose
             """,
     ),
     Rule(
@@ -66,7 +73,13 @@ RULES = [
         fix="""
             state = torch.load("ckpt.pt", map_location=device)
             """,
-        not_flagged="calls with `map_location`",
+        not_flagged="""
+            calls with `map_location`; files that hold no device tensors: a NumPy array
+            (`torch.from_numpy(torch.load(f))`), a file this same code writes from the CPU (it has no accelerator path at
+            all, or it moves the model to the CPU before `torch.save`); a file reloaded later in the same run, in the same
+            scope that saved it (it goes back onto the device it came from). Checkpoints written by code that trains on a
+            GPU, and files from elsewhere, are flagged
+            """,
     ),
     Rule(
         "TM204",

@@ -28,6 +28,7 @@ RULES = [
         not_flagged="""
             factories with a `device=` argument; `*_like` and `x.new_*`; code outside `forward`/methods it calls
             """,
+        overrides=("TM102",),
     ),
     Rule(
         "TM102",
@@ -51,7 +52,15 @@ RULES = [
             # inside the module, follow the input: t.to(x.device)
             """,
         not_flagged="""
-            `.to(x.device)`, `.to(x.dtype)`, `.to(self.weight.device)`, `.to(other)` where the argument derives from a tensor; placements that are the point of the code: RPC code returning CPU tensors, pipeline shards moved to a device given by the caller (`x.to(self.device)` with `self.device` a constructor argument)
+            `.to(x.device)`, `.to(x.dtype)`, `.to(self.weight.device)`, `.to(other)` where the argument derives from a tensor;
+            moves to a device the caller chose: `x.to(self.device)` / `.cuda(self.gpu_id)` where the attribute is set from a
+            constructor argument or read off the module's own tensors (pipeline shards, a `device` property), `.to(device)` with
+            `device` a parameter; modules in code that uses `torch.distributed.rpc` (`RRef`, `to_here`, `rpc_sync`), which must
+            hand CPU tensors back over RPC and place each remote shard on its worker's device; model parallel classes that
+            place their submodules on two or more devices (`self.a = ....to("cuda:0")`, `self.b = ....to("cuda:1")`), where
+            moving activations between the parts is the point; moves under a CUDA flag the caller sets
+            (`if self.use_cuda: h = h.cuda()`); a factory moved in the same call (`torch.zeros(n).to(device)`) is TM101's
+            finding
             """,
         overrides=("TM201", "TM202"),
     ),
@@ -103,7 +112,9 @@ RULES = [
                 y = model(x)
             """,
         not_flagged="""
-            the same constructs outside module classes; `@torch.no_grad()` on methods other than `forward`/`__call__` (`generate`, `predict`, `sample`), which are inference entry points
+            the same constructs outside module classes, and in methods that `forward` does not call: `generate`, `predict`,
+            `sample` are inference entry points, and weight initialisation or EMA updates write parameters in place and must
+            not be recorded; nobody back-propagates through them
             """,
         overrides=("TM402",),
     ),
@@ -127,7 +138,11 @@ RULES = [
             self.layers = nn.ModuleList(nn.Linear(64, 64) for _ in range(4))
             # dicts: nn.ModuleDict; parameters: nn.ParameterList / nn.ParameterDict
             """,
-        not_flagged="`nn.ModuleList([...])`, `nn.Sequential(*layers)`, lists of ints/strings/shapes",
+        not_flagged="""
+            `nn.ModuleList([...])`, `nn.Sequential(*layers)`, lists of ints/strings/shapes; lists that only keep an order
+            over layers registered another way: `self.<attr>` aliases, or layers the same method registers with
+            `setattr(self, name, layer)`, `self.add_module(name, layer)` or `self.<attr> = layer`
+            """,
     ),
     Rule(
         "TM106",
@@ -147,7 +162,8 @@ RULES = [
             self.register_buffer("scale", torch.ones(16))   # persistent=False to keep it out of state_dict
             """,
         not_flagged="""
-            `nn.Parameter(...)`, `register_buffer(...)`; live: instances of classes that move their own tensors (the class or a base other than `nn.Module` overrides `_apply`, as metric libraries do), and any module whose class is defined outside the user's code
+            `nn.Parameter(...)`, `register_buffer(...)`; classes that move their own tensor state (the class or a base in the
+            same source defines `to`, `_apply` or `cuda`); live: instances of classes that move their own tensors (the class or a base other than `nn.Module` overrides `_apply`, as metric libraries do), and any module whose class is defined outside the user's code
             """,
     ),
     Rule(
@@ -170,7 +186,12 @@ RULES = [
                 return self.head(h)
             """,
         not_flagged="""
-            `.detach()` outside `forward`; `torch.no_grad` blocks (TM104 covers those); a detach under an explicit freeze switch (`if config.fix_emb:`)
+            code outside `forward` and the methods it calls; `torch.no_grad` blocks (TM104 covers those); `.data` used for
+            metadata or as a factory, which stops nothing (`x.data.new(...)`, `x.data.new_zeros(...)`, `x.data.size()`,
+            `isinstance(x.data, torch.cuda.FloatTensor)`, `type(x.data)`); a stop-gradient under an explicit freeze switch
+            (`if config.fix_emb:`, `if self.freeze:`, `if not self.train_emb:`); the output of a submodule the class freezes
+            (`self.cnn.requires_grad_(False)`). A detached submodule output gets the freeze advice:
+            `self.cnn.requires_grad_(False)` where it is built, so it records no activations
             """,
         overrides=("TM403",),
     ),

@@ -110,6 +110,7 @@ class Carry:
     names: dict[str, str | None] = field(default_factory=dict)
     built: dict[str, str] = field(default_factory=dict)
     accelerator: bool = False  # an earlier cell moved something to an accelerator
+    notes: dict[str, Any] = field(default_factory=dict)  # rule-owned facts (`Context.notes`)
 
     @classmethod
     def of(cls, ctx: Context) -> Carry:
@@ -124,6 +125,7 @@ class Carry:
             dict(ctx.frames[0].names),
             built,
             ctx.accelerator_seen or ctx.accelerator_hint,
+            {k: dict(v) if isinstance(v, dict) else v for k, v in ctx.notes.items()},
         )
 
     def into(self, ctx: Context) -> None:
@@ -131,6 +133,7 @@ class Carry:
         ctx.classes.update(self.classes)
         ctx.frames[0].names.update(self.names)
         ctx.carried_built.update(self.built)
+        ctx.notes.update({k: dict(v) if isinstance(v, dict) else v for k, v in self.notes.items()})
 
 
 class Context:
@@ -165,6 +168,9 @@ class Context:
         self._live_kinds: dict[str, str | None] = {}
         self.errors: list[str] = []
         self.carried_built: dict[str, str] = {}  # builders of names bound in earlier cells
+        # facts a rule keeps for the rest of the source and for the next cells of a notebook
+        # (plain data, never AST nodes), keyed by rule ID
+        self.notes: dict[str, Any] = {}
 
     # ---- where we are -------------------------------------------------------------------
     @property

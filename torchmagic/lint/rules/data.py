@@ -3,43 +3,160 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
+from weakref import WeakKeyDictionary
 
 from ..context import Context, LoopInfo
 from ..kinds import LOADER
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
-from ._common import is_cuda_move, unparse
+from ._common import is_cuda_move, move_target, unparse
+
+_WRAPPERS = ("enumerate", "tqdm", "iter", "zip")
+NOTES = "TM801"  # ctx.notes key: module-level loader names -> built with pin_memory=True?
 
 
-def _loader_call(ctx: Context, it: ast.AST) -> ast.Call | None:
-    """The `DataLoader(...)` call a loop iterates over, through names, `enumerate` and `tqdm`."""
+def _unwrap(it: ast.AST) -> ast.AST:
+    """`loader` in `enumerate(tqdm(loader))`."""
     for _ in range(4):
-        if isinstance(it, ast.Call):
+        if isinstance(it, ast.Call) and it.args:
             name = it.func.id if isinstance(it.func, ast.Name) else getattr(it.func, "attr", None)
-            if name in ("enumerate", "tqdm", "iter") and it.args:
+            if name in _WRAPPERS:
                 it = it.args[0]
                 continue
-            if (ctx.qualname(it.func) or "").endswith("DataLoader"):
-                return it
-            return None
+        break
+    return it
+
+
+def _is_loader_call(ctx: Context, node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (ctx.qualname(node.func) or "").endswith("DataLoader")
+
+
+def _loader_calls(ctx: Context, it: ast.AST) -> list[ast.Call]:
+    """The `DataLoader(...)` calls a loop may iterate over, through names, `enumerate`/`tqdm`,
+    and containers of loaders (`loaders[phase]` with `loaders = {x: DataLoader(...) for x in ...}`)."""
+    it = _unwrap(it)
+    pick = isinstance(it, ast.Subscript)
+    if pick:
+        it = it.value  # type: ignore[attr-defined]
+    for _ in range(4):
         if isinstance(it, ast.Name):
             origin = ctx.origin(it)
             if origin is None:
-                return None
-            it = origin
+                return []
+            it = _unwrap(origin)
             continue
-        return None
-    return None
+        break
+    if _is_loader_call(ctx, it):
+        return [it]  # type: ignore[list-item]
+    if not pick:
+        return []
+    if isinstance(it, (ast.DictComp,)):
+        items: list[ast.AST] = [it.value]
+    elif isinstance(it, (ast.ListComp, ast.GeneratorExp)):
+        items = [it.elt]
+    elif isinstance(it, ast.Dict):
+        items = [v for v in it.values if v is not None]
+    elif isinstance(it, (ast.List, ast.Tuple)):
+        items = list(it.elts)
+    else:
+        return []
+    return [i for i in items if _is_loader_call(ctx, i)]  # type: ignore[misc]
+
+
+def _unpinned(loader: ast.Call) -> bool:
+    if has_kwargs_splat(loader):
+        return False
+    pin = keyword(loader, "pin_memory")
+    return pin is None or (isinstance(pin, ast.Constant) and pin.value is False)
+
+
+def _mentions_torch_accelerator(node: ast.AST) -> bool:
+    return any(isinstance(sub, ast.Attribute) and sub.attr == "accelerator" for sub in ast.walk(node))
+
+
+def _batch_move(ctx: Context, call: ast.Call) -> bool:
+    """A copy to CUDA: `.cuda()`, `.to("cuda")`, `.to(device)` with a CUDA device, or a device
+    from `torch.accelerator.current_accelerator()`."""
+    if is_cuda_move(ctx, call):
+        return True
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "to"):
+        return False
+    target = move_target(call)
+    if target is None:
+        return False
+    if isinstance(target, ast.Name):
+        origin = ctx.origin(target)
+        return origin is not None and (
+            _mentions_torch_accelerator(origin) or _chosen_at_run_time(ctx, origin)
+        )
+    return _mentions_torch_accelerator(target)
+
+
+def _chosen_at_run_time(ctx: Context, origin: ast.AST) -> bool:
+    """`torch.device(opt.device)` / `torch.device(args.device)`: a device the user picks when
+    running the script (a CUDA one on a GPU machine), not a CPU literal."""
+    return (
+        isinstance(origin, ast.Call)
+        and ctx.qualname(origin.func) == "torch.device"
+        and bool(origin.args)
+        and not isinstance(origin.args[0], ast.Constant)
+    )
+
+
+def _targets(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _moves_batches(ctx: Context, loop: LoopInfo) -> bool:
+    """The loop copies something to the GPU itself, or hands its batch to a function of this
+    source that does (`for x, y in loader: train_step(x, y)`)."""
+    if any(_batch_move(ctx, c) for c in loop.calls):
+        return True
+    target = getattr(loop.node, "target", None)
+    names = _targets(target) if target is not None else set()
+    for c in loop.calls:
+        if not isinstance(c.func, ast.Name) or not any(
+            isinstance(a, ast.Name) and a.id in names for a in (*c.args, *(k.value for k in c.keywords))
+        ):
+            continue
+        fn = ctx.origin(c.func)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            isinstance(sub, ast.Call) and _batch_move(ctx, sub) for sub in ast.walk(fn)
+        ):
+            return True
+    return False
+
+
+@dataclass
+class _State:
+    # functions that iterate one of their parameters as a loader and move its batches:
+    # name -> {(position, parameter name)}
+    moving_params: dict[str, set[tuple[int, str]]] = field(default_factory=dict)
+    flagged: set[int] = field(default_factory=set)  # id() of loader calls already reported
+    keep: list[ast.AST] = field(default_factory=list)  # keeps those ids from being reused
+
+
+_states: WeakKeyDictionary[Context, _State] = WeakKeyDictionary()
+
+
+def _flag_loader(ctx: Context, loader: ast.Call) -> None:
+    state = _states.setdefault(ctx, _State())
+    if id(loader) in state.flagged:
+        return
+    state.flagged.add(id(loader))
+    state.keep.append(loader)
+    ctx.flag(
+        loader,
+        f"`{unparse(loader, 50)}` feeds batches that are copied to the GPU from pageable memory.",
+        "Pass `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
+    )
 
 
 def _live_unpinned_loader(ctx: Context, it: ast.AST) -> str | None:
     """The name of a live DataLoader (built in an earlier cell) the loop iterates over, when it
     was built without `pin_memory=True`; read from the instance's own `__dict__`, no getattr."""
-    while isinstance(it, ast.Call) and it.args:
-        name = it.func.id if isinstance(it.func, ast.Name) else getattr(it.func, "attr", None)
-        if name not in ("enumerate", "tqdm", "iter"):
-            return None
-        it = it.args[0]
+    it = _unwrap(it)
     if not isinstance(it, ast.Name) or ctx.live_kind(it.id) != LOADER:
         return None
     obj = ctx.live_object(it.id)
@@ -50,31 +167,107 @@ def _live_unpinned_loader(ctx: Context, it: ast.AST) -> str | None:
     return it.id if pinned is False else None
 
 
-@check("TM801", loops=True)
-def dataloader_pin_memory(loop: LoopInfo, ctx: Context) -> None:
+def _earlier_cell_unpinned(ctx: Context, it: ast.AST) -> str | None:
+    """A module-level loader of an earlier notebook cell (known from its source) built without
+    `pin_memory=True`, that this source does not rebind."""
+    it = _unwrap(it)
+    if isinstance(it, ast.Subscript):
+        it = it.value
+    local = ctx.frame is not ctx.frames[0] and isinstance(it, ast.Name) and it.id in ctx.frame.names
+    if not isinstance(it, ast.Name) or it.id in ctx.frames[0].values or local:
+        return None
+    known = ctx.notes.get(NOTES, {})
+    return it.id if known.get(it.id) is False else None
+
+
+def _param_position(ctx: Context, it: ast.AST) -> tuple[str, int, str] | None:
+    """(function, position, parameter) when the loop iterates a parameter of its function."""
+    it = _unwrap(it)
+    fn = ctx.frame.node
+    if not isinstance(it, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    if ctx.origin(it) is not None:
+        return None
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    if it.id in params:
+        return fn.name, params.index(it.id), it.id
+    if it.id in {a.arg for a in fn.args.kwonlyargs}:
+        return fn.name, -1, it.id
+    return None
+
+
+@check("TM801", loops=True, finish=True)
+def dataloader_pin_memory(loop: LoopInfo | ast.Module, ctx: Context) -> None:
+    if isinstance(loop, ast.Module):
+        _finish(ctx, loop)
+        return
     node = loop.node
     if not isinstance(node, (ast.For, ast.AsyncFor)) or ctx.kind(node.iter) not in (LOADER, None):
         return
-    loader = _loader_call(ctx, node.iter)
-    if loader is None:
-        name = _live_unpinned_loader(ctx, node.iter)
-        if name is not None and any(is_cuda_move(ctx, c) for c in loop.calls):
-            ctx.flag(
-                node,
-                f"`{name}` (a DataLoader built without `pin_memory=True`) feeds batches that are"
-                " copied to the GPU from pageable memory.",
-                "Rebuild it with `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
-            )
+    if not _moves_batches(ctx, loop):
         return
-    if has_kwargs_splat(loader):
+    loaders = _loader_calls(ctx, node.iter)
+    if loaders:
+        for loader in loaders:
+            if _unpinned(loader):
+                _flag_loader(ctx, loader)
         return
-    pin = keyword(loader, "pin_memory")
-    if pin is not None and not (isinstance(pin, ast.Constant) and pin.value is False):
+    name = _live_unpinned_loader(ctx, node.iter) or _earlier_cell_unpinned(ctx, node.iter)
+    if name is not None:
+        seen = ctx.notes.setdefault(NOTES + ".reported", {})
+        if name in seen and ctx.namespace is None:
+            return  # one finding per loader of an earlier cell
+        seen[name] = True
+        ctx.flag(
+            node,
+            f"`{name}` (a DataLoader built without `pin_memory=True`) feeds batches that are"
+            " copied to the GPU from pageable memory.",
+            "Rebuild it with `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
+        )
         return
-    if not any(is_cuda_move(ctx, c) for c in loop.calls):
-        return
-    ctx.flag(
-        loader,
-        f"`{unparse(loader, 50)}` feeds batches that are copied to the GPU from pageable memory.",
-        "Pass `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
-    )
+    where = _param_position(ctx, node.iter)
+    if where is not None:
+        fn, pos, param = where
+        _states.setdefault(ctx, _State()).moving_params.setdefault(fn, set()).add((pos, param))
+
+
+def _module_level_calls(tree: ast.Module) -> list[ast.Call]:
+    """Calls made at module level (where a loader's name means the module-level loader), not
+    inside function or class bodies."""
+    out: list[ast.Call] = []
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call):
+            out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _finish(ctx: Context, tree: ast.Module) -> None:
+    """Loaders handed to a function that iterates them and moves the batches
+    (`test(model, device, test_loader)`), and module-level loaders for the next cells."""
+    state = _states.setdefault(ctx, _State())
+    if state.moving_params:
+        for call in _module_level_calls(tree):
+            if not isinstance(call.func, ast.Name):
+                continue
+            wanted = state.moving_params.get(call.func.id)
+            if not wanted:
+                continue
+            for pos, param in wanted:
+                arg = call.args[pos] if 0 <= pos < len(call.args) else keyword(call, param)
+                if arg is None or isinstance(arg, ast.Starred):
+                    continue
+                for loader in _loader_calls(ctx, arg):
+                    if _unpinned(loader):
+                        _flag_loader(ctx, loader)
+    known = ctx.notes.setdefault(NOTES, {})
+    for name, value in ctx.frames[0].values.items():
+        loaders = _loader_calls(ctx, ast.Subscript(value=value, slice=ast.Constant(0), ctx=ast.Load()))
+        if loaders:
+            known[name] = not any(_unpinned(x) for x in loaders)
+        else:
+            known.pop(name, None)

@@ -3,16 +3,43 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from weakref import WeakKeyDictionary
 
+from ..accelerator import CPU, device_type_of_literal, where
 from ..context import Context
 from ..nodes import has_kwargs_splat, keyword, terminal_name
 from ..registry import check
-from ._common import is_cuda_literal, is_cuda_move, move_target, unparse
+from ._common import chain_root, is_cuda_literal, is_cuda_move, move_target, unparse
 
 _DEVICE_SELECTION_HINT = (
     'Choose the device once: `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`'
     " and use `.to(device)`."
 )
+
+
+def _names_cuda_flag(test: ast.AST) -> bool:
+    """A test that asks whether to use CUDA: `cuda`, `args.cuda`, `use_cuda`, `not args.no_cuda`,
+    `torch.cuda.is_available()`, `args.ngpu > 0`, `device.type == "cuda"`."""
+    for sub in ast.walk(test):
+        text = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
+        low = text.lower()
+        if "cuda" in low or "gpu" in low:
+            return True
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value.startswith("cuda"):
+            return True
+    return False
+
+
+def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
+    """`if args.cuda: x = x.cuda()` or `x.cuda() if use_cuda else x`: the move only happens when
+    the user asked for CUDA, so the code already runs on a machine without one."""
+    path = [*ctx.stack, call]
+    for anc, child in zip(path, path[1:]):
+        if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and _names_cuda_flag(anc.test):
+            return True
+    return False
 
 
 @check("TM201", calls={"cuda"})
@@ -21,11 +48,49 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
         return
     if ctx.qualname(call.func) == "torch.cuda":
         return
+    if under_cuda_guard(ctx, call):
+        return
+    index = call.args[0] if call.args else keyword(call, "device")
+    if isinstance(index, (ast.Name, ast.Attribute)):
+        return  # `.cuda(rank)`, `.cuda(args.gpu)`: one GPU per process, chosen at run time
     ctx.flag(
         call,
-        f"`{unparse(call.func.value, 40)}.cuda()` hardcodes the CUDA device.",
+        f"`{unparse(call.func.value, 40)}.cuda({unparse(index, 20) if index is not None else ''})` hardcodes the CUDA device.",
         _DEVICE_SELECTION_HINT,
     )
+
+
+def _cuda_index(node: ast.AST) -> str | None:
+    """ "1" for `"cuda:1"` / `torch.device("cuda", 1)`; None when no index is named."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda:"):
+        return node.value.split(":", 1)[1].strip()
+    if (
+        isinstance(node, ast.Call)
+        and len(node.args) == 2
+        and is_cuda_literal_arg(node.args[0])
+        and isinstance(node.args[1], ast.Constant)
+    ):
+        return str(node.args[1].value)
+    return None
+
+
+def is_cuda_literal_arg(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == "cuda"
+
+
+_multi_gpu: WeakKeyDictionary[Context, bool] = WeakKeyDictionary()
+
+
+def _places_on_several_gpus(ctx: Context) -> bool:
+    """The source names two or more CUDA devices by index (`"cuda:0"` and `"cuda:1"`): model
+    parallel code that places each part on a chosen GPU on purpose."""
+    if ctx not in _multi_gpu:
+        root = ctx.stack[0] if ctx.stack else None
+        found = (
+            {i for n in ast.walk(root) if (i := _cuda_index(n)) is not None} if root is not None else set()
+        )
+        _multi_gpu[ctx] = len(found) >= 2
+    return _multi_gpu[ctx]
 
 
 @check("TM202", calls={"to"}, nodes=(ast.keyword,))
@@ -36,12 +101,16 @@ def hardcoded_device(node: ast.AST, ctx: Context) -> None:
         call = ctx.parent
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "to":
             return  # reported once, for the `.to(...)` call
-        where, label = node.value, f"device={unparse(node.value, 40)}"
+        where, label, literal = node.value, f"device={unparse(node.value, 40)}", node.value
     else:
         target = move_target(node)  # type: ignore[arg-type]
         if not isinstance(node.func, ast.Attribute) or not is_cuda_literal(ctx, target):  # type: ignore[attr-defined]
             return
-        where, label = node, unparse(node, 50)
+        where, label, literal = node, unparse(node, 50), target
+    if literal is not None and _cuda_index(literal) is not None and _places_on_several_gpus(ctx):
+        return  # model parallel: each part sits on the GPU the code names for it
+    if under_cuda_guard(ctx, where):  # type: ignore[arg-type]
+        return  # only runs when CUDA is there (`if torch.cuda.is_available():`)
     ctx.flag(
         where,
         f"`{label}` hardcodes the CUDA device.",
@@ -49,17 +118,157 @@ def hardcoded_device(node: ast.AST, ctx: Context) -> None:
     )
 
 
-@check("TM203", calls={"load"})
-def load_without_map_location(call: ast.Call, ctx: Context) -> None:
-    if ctx.qualname(call.func) != "torch.load":
+_CPU_FROM = frozenset({"torch.from_numpy", "numpy.asarray", "numpy.array", "np.asarray", "np.array"})
+
+
+@dataclass
+class _Load:
+    call: ast.Call
+    anchor: SimpleNamespace  # where `ctx.flag` would have put it during the walk
+    path: str | None
+    literal: bool
+    scope: ast.AST | None
+
+
+@dataclass
+class _Save:
+    path: str | None
+    line: int
+    scope: ast.AST | None
+    cpu: bool
+
+
+@dataclass
+class _Files:
+    loads: list[_Load] = field(default_factory=list)
+    saves: list[_Save] = field(default_factory=list)
+
+
+_files: WeakKeyDictionary[Context, _Files] = WeakKeyDictionary()
+
+
+def _path_of(ctx: Context, f: ast.AST | None) -> tuple[str | None, bool]:
+    """A key for the file a save/load names (`f` of `with open(P) as f` is P), and whether it
+    is a string literal."""
+    if isinstance(f, ast.Name):
+        for anc in reversed(ctx.stack):
+            if isinstance(anc, (ast.With, ast.AsyncWith)):
+                for item in anc.items:
+                    v = item.optional_vars
+                    if isinstance(v, ast.Name) and v.id == f.id:
+                        f = item.context_expr
+                        break
+                else:
+                    continue
+                break
+        else:
+            f = ctx.origin(f) or f
+    if isinstance(f, ast.Call) and isinstance(f.func, ast.Name) and f.func.id == "open" and f.args:
+        f = f.args[0]
+    if f is None:
+        return None, False
+    return ast.unparse(f), isinstance(f, ast.Constant) and isinstance(f.value, str)
+
+
+def _saved_from_cpu(ctx: Context, obj: ast.AST | None) -> bool:
+    """`torch.save(x.cpu(), p)`, or `net.cpu()` (`net.eval().cpu()`) earlier in the same block
+    and not moved back before the save."""
+    if obj is None:
+        return False
+    if isinstance(obj, ast.Dict):
+        return bool(obj.values) and all(_saved_from_cpu(ctx, v) for v in obj.values if v is not None)
+    if where(ctx, obj) == CPU:
+        return True
+    root = chain_root(obj)
+    if not isinstance(root, ast.Name):
+        return False
+    # the statement holding the save, and the block (list of statements) holding that
+    path = list(ctx.stack)
+    at = next((i for i in range(len(path) - 1, -1, -1) if isinstance(path[i], ast.stmt)), None)
+    if at is None or at == 0:
+        return False
+    stmt = path[at]
+    block = next(
+        (
+            seq
+            for fld in ("body", "orelse", "finalbody", "handlers")
+            if isinstance(seq := getattr(path[at - 1], fld, None), list) and any(x is stmt for x in seq)
+        ),
+        None,
+    )
+    if block is None:
+        return False
+    before = block[: next(i for i, s in enumerate(block) if s is stmt)]
+    for earlier in reversed(before):
+        moves = [
+            c
+            for c in ast.walk(earlier)
+            if isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Attribute)
+            and c.func.attr in ("cpu", "cuda", "to")
+            and isinstance(chain_root(c), ast.Name)
+            and chain_root(c).id == root.id  # type: ignore[attr-defined]
+        ]
+        for c in reversed(moves):
+            if c.func.attr == "cpu":  # type: ignore[attr-defined]
+                return True
+            if c.func.attr == "to" and device_type_of_literal(move_target(c)) == "cpu":  # type: ignore[attr-defined]
+                return True
+            return False
+    return False
+
+
+@check("TM203", calls={"load", "save"}, finish=True)
+def load_without_map_location(node: ast.AST, ctx: Context) -> None:
+    files = _files.setdefault(ctx, _Files())
+    if isinstance(node, ast.Module):
+        _decide_loads(ctx, files)
+        return
+    call: ast.Call = node  # type: ignore[assignment]
+    q = ctx.qualname(call.func)
+    scope = ctx.frame.node
+    if q == "torch.save":
+        f = keyword(call, "f") or (call.args[1] if len(call.args) >= 2 else None)
+        obj = keyword(call, "obj") or (call.args[0] if call.args else None)
+        path, _ = _path_of(ctx, f)
+        files.saves.append(_Save(path, call.lineno, scope, _saved_from_cpu(ctx, obj)))
+        return
+    if q != "torch.load":
         return
     if keyword(call, "map_location") is not None or has_kwargs_splat(call) or len(call.args) >= 2:
         return
-    ctx.flag(
-        call,
-        f"`{unparse(call)}` restores tensors onto the device they were saved from.",
-        "Pass the target device: `torch.load(f, map_location=device)`.",
-    )
+    parent = ctx.parent
+    if isinstance(parent, ast.Call) and parent.args and parent.args[0] is call:
+        if (ctx.qualname(parent.func) or "") in _CPU_FROM:
+            return  # `torch.from_numpy(torch.load(p))`: the file holds an array, no device
+    line, col = call.lineno, call.col_offset
+    stmt = ctx.statement()
+    if stmt is not None and stmt.lineno != line and stmt.end_lineno != stmt.lineno:
+        line, col = stmt.lineno, stmt.col_offset
+    f = keyword(call, "f") or (call.args[0] if call.args else None)
+    path, literal = _path_of(ctx, f)
+    files.loads.append(_Load(call, SimpleNamespace(lineno=line, col_offset=col), path, literal, scope))
+
+
+def _decide_loads(ctx: Context, files: _Files) -> None:
+    """At the end of the source, when every `torch.save` is known: a file this very code wrote
+    needs no remapping when it was written from the CPU, or reloaded later in the same run."""
+    for load in files.loads:
+        same = [s for s in files.saves if s.path is not None and s.path == load.path]
+        own = bool(same)
+        if not same and not load.literal and files.saves and all(s.cpu for s in files.saves):
+            continue  # every checkpoint this code writes is saved from the CPU
+        if same and any(s.line < load.call.lineno and s.scope is load.scope for s in same):
+            continue  # saved a few lines earlier in the same run: reloaded onto the same device
+        if same and all(s.cpu for s in same):
+            continue
+        ctx.flag(
+            load.anchor,
+            f"`{unparse(load.call)}` restores tensors onto the device they were saved from.",
+            "Pass the target device: `torch.load(f, map_location=device)`.",
+            # a file this code wrote holds GPU tensors only where the code uses an accelerator
+            needs_accelerator=own,
+        )
 
 
 _ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})

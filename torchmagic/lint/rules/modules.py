@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ast
+from typing import Any
+from weakref import WeakKeyDictionary
 
 from ..context import Context, grad_context
 from ..kinds import DTYPE, MODULE, PARAMETER, TENSOR, TENSOR_KINDS
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
+from ._common import unparse
+from .devices import under_cuda_guard
 
 FACTORIES = frozenset(
     {
@@ -30,13 +34,8 @@ FACTORIES = frozenset(
 )
 
 
-def _unparse(node: ast.AST, limit: int = 60) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _call_label(call: ast.Call) -> str:
-    return f"{_unparse(call.func)}(...)"
+    return f"{unparse(call.func)}(...)"
 
 
 @check("TM101", calls=FACTORIES)
@@ -69,16 +68,86 @@ def _is_device_literal(ctx: Context, arg: ast.AST) -> bool:
 
 
 def _is_global_device(ctx: Context, arg: ast.AST) -> bool:
-    """A module-level name (not a local, not a parameter) used as the target device."""
+    """A device the module fixes itself: a module-level name (not a local, not a parameter), or
+    `self.<...device...>` set in the class from a literal or a global (not from the caller)."""
     if isinstance(arg, ast.Name):
         if arg.id in ctx.frame.names:
             return False
         kind = ctx.lookup(arg.id)
         return kind not in TENSOR_KINDS and kind != DTYPE and kind != MODULE
     if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self":
-        # `self.device` fixed at construction time is still the model choosing its device.
-        return "device" in arg.attr.lower()
+        # `self.device` fixed at construction time from a literal is still the model choosing its
+        # device; one passed in by the caller (a pipeline shard's device) or read off the
+        # module's own tensors is not
+        return "device" in arg.attr.lower() and _self_attr_origin(ctx, arg.attr) == "module"
     return False
+
+
+def _class_nodes(ctx: Context) -> list[ast.ClassDef]:
+    """The current class and its bases defined in the same source (nearest first)."""
+    out: list[ast.ClassDef] = []
+    todo = [ctx.cls.node] if ctx.cls is not None else []
+    while todo and len(out) < 8:
+        node = todo.pop(0)
+        if any(node is n for n in out):
+            continue
+        out.append(node)
+        for base in node.bases:
+            if isinstance(base, ast.Name) and base.id in ctx.classes:
+                todo.append(ctx.classes[base.id].node)
+    return out
+
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    a = fn.args
+    names = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    names |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+    names.discard("self")
+    return names
+
+
+def _from_outside(ctx: Context, value: ast.AST, params: set[str]) -> bool:
+    """The value is chosen by the caller (it reads a parameter) or follows the module's own
+    tensors (`next(self.parameters()).device`, `x.device`)."""
+    for sub in ast.walk(value):
+        if isinstance(sub, ast.Name) and sub.id in params:
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "device" and ctx.qualname(sub) != "torch.device":
+            return True
+    return False
+
+
+def _self_attr_origin(ctx: Context, attr: str) -> str | None:
+    """Who chooses `self.<attr>`: "caller" (a constructor argument, or the device of the
+    module's own tensors), "module" (a literal, `torch.device("cuda" if ...)`, a global) or
+    None when the class does not say (an attribute of a base defined elsewhere)."""
+    found = None
+    for cls in _class_nodes(ctx):
+        for fn in cls.body:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = _params(fn)
+            if fn.name == attr and any(
+                (ctx.qualname(d) or "").endswith("property") for d in fn.decorator_list
+            ):
+                returns = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value]
+                return "caller" if any(_from_outside(ctx, r, params) for r in returns) else "module"
+            for sub in ast.walk(fn):
+                if not isinstance(sub, (ast.Assign, ast.AnnAssign)) or sub.value is None:
+                    continue
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                if not any(
+                    isinstance(t, ast.Attribute)
+                    and t.attr == attr
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                    for t in targets
+                ):
+                    continue
+                if _from_outside(ctx, sub.value, params):
+                    return "caller"
+                found = "module"
+    return found
 
 
 def _device_target(ctx: Context, call: ast.Call) -> ast.AST | None:
@@ -90,21 +159,146 @@ def _device_target(ctx: Context, call: ast.Call) -> ast.AST | None:
     return None
 
 
+_RPC_WORDS = frozenset({"to_here", "rpc_sync", "rpc_async", "RRef", "local_value"})
+_state: WeakKeyDictionary[Context, dict[str, Any]] = WeakKeyDictionary()
+
+
+def _uses_rpc(ctx: Context) -> bool:
+    """The source runs modules behind `torch.distributed.rpc`: tensors cross the RPC boundary
+    on the CPU, and each shard is placed on its worker's device on purpose."""
+    state = _state.setdefault(ctx, {})
+    if "rpc" not in state:
+        found = any(v.startswith("torch.distributed.rpc") for v in ctx.imports.values())
+        root = ctx.stack[0] if ctx.stack else None
+        if not found and root is not None:
+            found = any(
+                (isinstance(n, ast.Attribute) and n.attr in _RPC_WORDS)
+                or (isinstance(n, ast.Name) and n.id in _RPC_WORDS)
+                for n in ast.walk(root)
+            )
+        state["rpc"] = found
+    return state["rpc"]
+
+
+def _model_parallel(ctx: Context) -> bool:
+    """The class places its submodules on two or more devices (`self.a = ....to("cuda:0")`,
+    `self.b.to("cuda:1")`): model parallel, where moving activations between parts is the point."""
+    state = _state.setdefault(ctx, {})
+    cache = state.setdefault("parallel", {})
+    cls = ctx.cls.node if ctx.cls is not None else None
+    if cls is None:
+        return False
+    if id(cls) not in cache:
+        targets: set[str] = set()
+        for node in _class_nodes(ctx):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
+                    owner = sub.targets[0]
+                    call = sub.value
+                elif isinstance(sub, ast.Expr) and isinstance(sub.value, ast.Call):
+                    call = sub.value
+                    owner = call.func.value if isinstance(call.func, ast.Attribute) else None
+                else:
+                    continue
+                f = call.func
+                if not (isinstance(f, ast.Attribute) and f.attr in ("to", "cuda")):
+                    continue
+                if not (
+                    isinstance(owner, ast.Attribute)
+                    and isinstance(owner.value, ast.Name)
+                    and owner.value.id == "self"
+                ):
+                    continue
+                targets.add(_device_key(ctx, _device_target(ctx, call), f.attr))
+        targets.discard("")
+        cache[id(cls)] = (cls, len(targets) >= 2)
+    return cache[id(cls)][1]
+
+
+def _device_key(ctx: Context, target: ast.AST | None, method: str) -> str:
+    """One spelling per device: `.cuda()`, `.to("cuda")` and `.to("cuda:0")` are all "cuda:0";
+    dtypes and tensors give "" (not a placement)."""
+    if target is None:
+        return "cuda:0" if method == "cuda" else ""
+    if isinstance(target, ast.Constant):
+        v = target.value
+        if isinstance(v, bool):
+            return ""
+        if isinstance(v, int):
+            return f"cuda:{v}"
+        if isinstance(v, str):
+            kind, _, index = v.partition(":")
+            return f"{kind}:{index or 0}"
+        return ""
+    if isinstance(target, ast.Call) and ctx.qualname(target.func) == "torch.device" and target.args:
+        if all(isinstance(a, ast.Constant) for a in target.args):
+            kind, _, index = str(target.args[0].value).partition(":")  # type: ignore[attr-defined]
+            if len(target.args) > 1:
+                index = str(target.args[1].value)  # type: ignore[attr-defined]
+            return f"{kind}:{index or 0}"
+    text = ast.unparse(target).lower()
+    if "dev" in text or "gpu" in text:
+        return text  # `self.dev1`, `gpu_ids[0]`: a device expression
+    return ""
+
+
+def _caller_cuda_flag(ctx: Context, call: ast.Call) -> bool:
+    """`if self.use_cuda: h = h.cuda()`: a CUDA switch the caller sets (an attribute of the
+    module or a parameter), not `torch.cuda.is_available()`, which lets the module pick a GPU
+    the caller's model may not be on."""
+    if not under_cuda_guard(ctx, call):
+        return False
+    fn = ctx.frame.node
+    params = _params(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+    for anc in ctx.stack:
+        if isinstance(anc, (ast.If, ast.IfExp)):
+            for sub in ast.walk(anc.test):
+                text = (
+                    sub.attr
+                    if isinstance(sub, ast.Attribute)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id == "self"
+                    else sub.id
+                    if isinstance(sub, ast.Name) and sub.id in params
+                    else ""
+                )
+                if "cuda" in text.lower() or "gpu" in text.lower():
+                    return True
+    return False
+
+
+def _caller_device(ctx: Context, arg: ast.AST | None) -> bool:
+    """`.cuda(device)` / `.cuda(self.gpu_id)` with an index the caller passed in."""
+    if arg is None:
+        return False
+    if isinstance(arg, ast.Name):
+        return arg.id in ctx.frame.names and ctx.origin(arg) is None
+    if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self":
+        return _self_attr_origin(ctx, arg.attr) == "caller"
+    return False
+
+
 @check("TM102", calls={"cuda", "cpu", "to"})
 def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
         return
+    if _uses_rpc(ctx):
+        return  # RPC ships CPU tensors and places each remote shard itself
+    if _caller_cuda_flag(ctx, call) or _model_parallel(ctx):
+        return  # the caller asked for CUDA (`if self.use_cuda:`), or parts sit on chosen GPUs
     method = call.func.attr
     if method == "to":
         target = _device_target(ctx, call)
         if target is None or not (_is_device_literal(ctx, target) or _is_global_device(ctx, target)):
             return
-        label = f".to({_unparse(target, 30)})"
+        label = f".to({unparse(target, 30)})"
     else:
+        if method == "cuda" and _caller_device(ctx, _device_target(ctx, call)):
+            return
         label = f".{method}()"
     ctx.flag(
         call,
-        f"`{_unparse(call.func.value, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
+        f"`{unparse(call.func.value, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
         "Let the caller move the model once (`model.to(device)`) and follow the input inside"
         " the module: `.to(x.device)`.",
     )
@@ -125,7 +319,7 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
         return
     ctx.flag(
         call,
-        f"`{_unparse(call.func)}()` inside `{ctx.cls.name}.{ctx.method}` switches the mode the caller set.",  # type: ignore[union-attr]
+        f"`{unparse(call.func)}()` inside `{ctx.cls.name}.{ctx.method}` switches the mode the caller set.",  # type: ignore[union-attr]
         "Remove it and let the caller call `model.train()` / `model.eval()`.",
     )
 
@@ -136,6 +330,9 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     calls={"set_grad_enabled"},
 )
 def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
+    # Only the forward path matters: `generate`/`predict`/`sample` are inference entry points,
+    # and weight initialisation or EMA updates write parameters in place and must not be
+    # recorded; nobody back-propagates through those.
     hint = "Remove it from the module; the caller wraps inference in `torch.inference_mode()` (or `no_grad`)."
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         parent = ctx.parent
@@ -144,32 +341,34 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
         info = ctx.classes.get(parent.name)
         if info is None or info.kind != MODULE:
             return
+        if node.name not in ("forward", "__call__") and node.name not in info.forward_helpers:
+            return
         for d in node.decorator_list:
             mode = grad_context(ctx, d)
             if mode in ("no_grad", "inference_mode"):
                 ctx.flag(
                     d,
-                    f"`@{_unparse(d)}` on `{parent.name}.{node.name}` disables gradients inside the module.",
+                    f"`@{unparse(d)}` on `{parent.name}.{node.name}` disables gradients inside the module.",
                     hint,
                 )
         return
-    if not ctx.in_module_method:
+    if not ctx.in_module_method or not (ctx.in_forward or ctx.method == "__call__"):
         return
     if isinstance(node, ast.Call):
         if grad_context(ctx, node) == "no_grad" and not isinstance(ctx.parent, ast.withitem):
             ctx.flag(
                 node,
-                f"`{_unparse(node)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.",
+                f"`{unparse(node)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.",  # type: ignore[union-attr]
                 hint,
-            )  # type: ignore[union-attr]
+            )
         return
     for item in node.items:  # type: ignore[attr-defined]
         if grad_context(ctx, item.context_expr) in ("no_grad", "inference_mode"):
             ctx.flag(
                 node,
-                f"`with {_unparse(item.context_expr)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.",
+                f"`with {unparse(item.context_expr)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.",  # type: ignore[union-attr]
                 hint,
-            )  # type: ignore[union-attr]
+            )
 
 
 def _self_attr_target(node: ast.Assign | ast.AnnAssign) -> ast.Attribute | None:
@@ -194,16 +393,54 @@ def _holds_modules(ctx: Context, value: ast.AST) -> bool:
         return _holds_modules(ctx, value.left) or _holds_modules(ctx, value.right)
     else:
         return False
-    return any(
-        (ctx.kind(i) in (MODULE, PARAMETER) and not _registered_alias(i)) or _holds_modules(ctx, i)
-        for i in items
-    )
+    return any(_unregistered_module(ctx, i) or _holds_modules(ctx, i) for i in items)
 
 
-def _registered_alias(item: ast.AST) -> bool:
+def _unregistered_module(ctx: Context, item: ast.AST) -> bool:
+    return ctx.kind(item) in (MODULE, PARAMETER) and not _registered_alias(ctx, item)
+
+
+def _registered_alias(ctx: Context, item: ast.AST) -> bool:
     """`self.encoder`: a module assigned to an attribute is registered already, so a list of
-    them (an iteration order, `self.order = [self.a, self.b]`) hides nothing from PyTorch."""
-    return isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name) and item.value.id == "self"
+    them (an iteration order, `self.order = [self.a, self.b]`) hides nothing from PyTorch.
+    Likewise a name the same method registers with `setattr(self, name, layer)`,
+    `self.add_module(name, layer)` or `self.<attr> = layer`."""
+    if isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name) and item.value.id == "self":
+        return True
+    return isinstance(item, ast.Name) and item.id in _registered_names(ctx)
+
+
+_REGISTERS = frozenset({"add_module", "register_module", "register_parameter"})
+
+
+def _registered_names(ctx: Context) -> set[str]:
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set()
+    state = _state.setdefault(ctx, {})
+    cache = state.setdefault("registered", {})
+    if id(fn) in cache:
+        return cache[id(fn)][1]
+    names: set[str] = set()
+    for sub in ast.walk(fn):
+        if isinstance(sub, ast.Call) and len(sub.args) >= 2 and isinstance(sub.args[-1], ast.Name):
+            f = sub.func
+            if isinstance(f, ast.Name) and f.id == "setattr" and len(sub.args) == 3:
+                if isinstance(sub.args[0], ast.Name) and sub.args[0].id == "self":
+                    names.add(sub.args[2].id)  # type: ignore[attr-defined]
+            elif (
+                isinstance(f, ast.Attribute)
+                and f.attr in _REGISTERS
+                and isinstance(f.value, ast.Name)
+                and f.value.id == "self"
+            ):
+                names.add(sub.args[-1].id)
+        elif isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Name):
+            for t in sub.targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    names.add(sub.value.id)
+    cache[id(fn)] = (fn, names)  # the node is kept so that its id is not reused
+    return names
 
 
 @check("TM105", nodes=(ast.Assign, ast.AnnAssign), calls={"append", "extend", "insert"})
@@ -221,7 +458,7 @@ def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
         if ctx.cls is None or ctx.cls.attrs.get(owner.attr) not in ("list", "dict"):
             return
         args = node.args[-1:] if f.attr == "insert" else node.args[:1]
-        if not any(ctx.kind(a) in (MODULE, PARAMETER) or _holds_modules(ctx, a) for a in args):
+        if not any(_unregistered_module(ctx, a) or _holds_modules(ctx, a) for a in args):
             return
         if owner.attr in ctx.cls.flagged:  # one finding per attribute
             return
@@ -252,18 +489,152 @@ def _flag_container(ctx: Context, node: ast.AST, attr: str, container: str) -> N
     )
 
 
+def _moves_own_state(ctx: Context) -> bool:
+    """The class (or a base defined in this source) overrides `to`, `_apply` or `cuda`: it
+    moves its tensor attributes itself, as metric and loss classes with state do."""
+    return any(
+        isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("to", "_apply", "cuda")
+        for cls in _class_nodes(ctx)
+        for fn in cls.body
+    )
+
+
 @check("TM106", nodes=(ast.Assign, ast.AnnAssign))
 def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) -> None:
     if not ctx.in_module_method or ctx.method != "__init__" or node.value is None:
         return
     target = _self_attr_target(node)
-    if target is None or ctx.kind(node.value) != TENSOR:
+    if target is None or ctx.kind(node.value) != TENSOR or _moves_own_state(ctx):
         return
     ctx.flag(
         node,
         f"`self.{target.attr}` holds a plain tensor: it will not follow `model.to(device)` and is missing from `state_dict()`.",
-        f'`self.register_buffer("{target.attr}", {_unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.',
+        f'`self.register_buffer("{target.attr}", {unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.',
     )
+
+
+# what read through `.data` is metadata or a factory, not a value that feeds the graph
+_DATA_META = frozenset(
+    {
+        "new",
+        "new_zeros",
+        "new_ones",
+        "new_empty",
+        "new_full",
+        "new_tensor",
+        "is_cuda",
+        "device",
+        "dtype",
+        "size",
+        "shape",
+        "dim",
+        "ndimension",
+        "nelement",
+        "numel",
+        "get_device",
+        "is_sparse",
+        "element_size",
+    }
+)
+# words of an explicit switch that freezes part of the model (`if config.fix_emb:`)
+_FREEZE_WORDS = (
+    "fix",
+    "freez",
+    "frozen",
+    "train_",
+    "trainable",
+    "finetun",
+    "fine_tun",
+    "detach",
+    "stop_grad",
+    "requires_grad",
+    "tune_",
+    "update_",
+)
+
+
+def _not_a_stop_gradient(ctx: Context, node: ast.Attribute) -> bool:
+    """`x.data.new(...)`, `x.data.size()`, `isinstance(x.data, torch.cuda.FloatTensor)`,
+    `type(x.data)`, `x.data.type()`: the tensor's metadata or a factory, no value flows on."""
+    parent = ctx.parent
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        if parent.attr in _DATA_META:
+            return True
+        if parent.attr == "type":
+            call = ctx.stack[-2] if len(ctx.stack) >= 2 else None
+            return isinstance(call, ast.Call) and call.func is parent and not call.args and not call.keywords
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name):
+        return parent.func.id in ("isinstance", "type") and bool(parent.args) and parent.args[0] is node
+    return False
+
+
+def _under_freeze_switch(ctx: Context) -> bool:
+    """Inside `if config.fix_emb:` / `if self.freeze:` / `if not self.train_emb:` (or the
+    matching conditional expression): the stop-gradient is a documented option."""
+    for anc in ctx.stack:
+        if isinstance(anc, (ast.If, ast.IfExp)):
+            for sub in ast.walk(anc.test):
+                text = (
+                    sub.id
+                    if isinstance(sub, ast.Name)
+                    else sub.attr
+                    if isinstance(sub, ast.Attribute)
+                    else ""
+                )
+                low = text.lower()
+                if low and low != "training" and any(w in low for w in _FREEZE_WORDS):
+                    return True
+    return False
+
+
+def _submodule_output(ctx: Context, expr: ast.AST) -> str | None:
+    """`self.resnet` when `expr` is `self.resnet(x)` or a name bound to it."""
+    if isinstance(expr, ast.Name):
+        expr = ctx.origin(expr) or expr
+    if isinstance(expr, ast.Call):
+        f = expr.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+            if ctx.cls is not None and ctx.cls.attrs.get(f.attr) == MODULE:
+                return f.attr
+    return None
+
+
+def _frozen_submodules(ctx: Context) -> set[str]:
+    """Submodules the class freezes: `self.x.requires_grad_(False)`, or a loop setting
+    `p.requires_grad = False` over `self.x.parameters()`."""
+    out: set[str] = set()
+    for cls in _class_nodes(ctx):
+        for sub in ast.walk(cls):
+            if (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and sub.func.attr == "requires_grad_"
+                and sub.args
+                and isinstance(sub.args[0], ast.Constant)
+                and sub.args[0].value is False
+            ):
+                root = sub.func.value
+                if (
+                    isinstance(root, ast.Attribute)
+                    and isinstance(root.value, ast.Name)
+                    and root.value.id == "self"
+                ):
+                    out.add(root.attr)
+            elif isinstance(sub, ast.For) and isinstance(sub.iter, ast.Call):
+                it = sub.iter.func
+                if (
+                    isinstance(it, ast.Attribute)
+                    and it.attr in ("parameters", "named_parameters")
+                    and isinstance(it.value, ast.Attribute)
+                    and isinstance(it.value.value, ast.Name)
+                    and it.value.value.id == "self"
+                    and any(
+                        isinstance(n, ast.Attribute) and n.attr in ("requires_grad", "requires_grad_")
+                        for n in ast.walk(sub)
+                    )
+                ):
+                    out.add(it.value.attr)
+    return out
 
 
 @check("TM107", calls={"detach"}, attrs={"data"})
@@ -280,9 +651,25 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         expr, what = node.value, ".data"  # type: ignore[attr-defined]
         if ctx.kind(expr) not in TENSOR_KINDS:
             return
+        if _not_a_stop_gradient(ctx, node):  # type: ignore[arg-type]
+            return
+    if _under_freeze_switch(ctx):
+        return
+    sub = _submodule_output(ctx, expr)
+    if sub is not None:
+        if sub in _frozen_submodules(ctx):
+            return  # frozen where it is built: the stop-gradient only says so again
+        ctx.flag(
+            node,
+            f"`{unparse(expr, 40)}{what}` in `forward` stops gradients from reaching `self.{sub}` and every layer before it.",
+            f"If `self.{sub}` is meant to stay frozen, say so where it is built:"
+            f" `self.{sub}.requires_grad_(False)` in `__init__` (it then records no activations"
+            " for a backward pass that never reaches it); otherwise remove the stop-gradient.",
+        )
+        return
     ctx.flag(
         node,
-        f"`{_unparse(expr, 40)}{what}` in `forward` stops gradients from reaching earlier layers.",
+        f"`{unparse(expr, 40)}{what}` in `forward` stops gradients from reaching earlier layers.",
         "Remove it unless a stop-gradient is intended (then say so with a comment and"
         " `# torchcheck: ignore[TM107]`).",
     )

@@ -1,0 +1,111 @@
+"""Model, device and data-loading rules (TM1xx, TM2xx, TM801): what the fixture markers do not
+show — messages and hints, notebooks read cell after cell, findings decided at the end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from torchmagic import check_source
+from torchmagic.cli import lint_file
+
+
+def notebook(tmp_path: Path, *cells: str) -> list[tuple[str, int, str, str]]:
+    nb = {
+        "cells": [
+            {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": src}
+            for src in cells
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(nb))
+    _, found, errors = lint_file(str(path))
+    assert errors == []
+    return [(f["path"].split("#")[1], f["line"], f["rule"], f["message"]) for f in found]
+
+
+LOADER_CELL = (
+    "import torch\n"
+    "from torch.utils.data import DataLoader, TensorDataset\n"
+    "ds = TensorDataset(torch.randn(8, 2), torch.randn(8))\n"
+    "train_loader = DataLoader(ds, batch_size=4{pin})\n"
+)
+DEVICE_CELL = "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+TRAIN_CELL = "def train(model):\n    for x, y in train_loader:\n        x, y = x.to(device), y.to(device)\n        model(x)\n"
+
+
+def test_TM801_loader_of_an_earlier_cell_moved_in_a_later_one(tmp_path: Path) -> None:
+    found = notebook(tmp_path, LOADER_CELL.format(pin=""), DEVICE_CELL, TRAIN_CELL, TRAIN_CELL)
+    tm801 = [f for f in found if f[2] == "TM801"]
+    assert [(cell, line) for cell, line, _, _ in tm801] == [("cell3", 2)]  # once per loader
+    assert "`train_loader`" in tm801[0][3] and "pin_memory=True" in tm801[0][3]
+    pinned = notebook(tmp_path, LOADER_CELL.format(pin=", pin_memory=True"), DEVICE_CELL, TRAIN_CELL)
+    assert [f for f in pinned if f[2] == "TM801"] == []
+    rebuilt = notebook(
+        tmp_path,
+        LOADER_CELL.format(pin=""),
+        "train_loader = DataLoader(ds, batch_size=4, pin_memory=True)\n",
+        DEVICE_CELL,
+        TRAIN_CELL,
+    )
+    assert [f for f in rebuilt if f[2] == "TM801"] == []
+
+
+def test_TM203_own_checkpoint_in_a_notebook_needs_an_accelerator_somewhere(tmp_path: Path) -> None:
+    cell = "import torch\nnet = torch.nn.Linear(2, 2)\nnet.load_state_dict(torch.load('w.pt'))\ntorch.save(net.state_dict(), 'w.pt')\n"
+    assert [f for f in notebook(tmp_path, cell) if f[2] == "TM203"] == []
+    # a later cell trains on the GPU: the file this cell writes may hold CUDA tensors
+    found = notebook(tmp_path, cell, "net = net.to('cuda' if torch.cuda.is_available() else 'cpu')\n")
+    assert [(c, line) for c, line, rule, _ in found if rule == "TM203"] == [("cell1", 3)]
+
+
+def test_TM203_multi_line_load_is_reported_at_its_statement() -> None:
+    code = "import torch\nstate = torch.load(\n    'ckpt.pt',\n)\nnet.load_state_dict(\n    torch.load('b.pt'))\n"
+    assert [f.line for f in check_source(code, select=["TM203"])] == [2, 5]
+
+
+def test_TM102_quotes_whole_expressions() -> None:
+    code = (
+        "import torch\nimport torch.nn as nn\n"
+        "class Part(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.device = torch.device('cuda')\n"
+        "        self.seq = nn.Sequential(\n"
+        "            nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False),\n"
+        "            nn.ReLU(inplace=True),\n"
+        "        ).to(self.device)\n"
+    )
+    (f,) = check_source(code, select=["TM102"])
+    assert f.line == 7
+    assert f.message.startswith("`nn.Sequential(...).to(self.device)` inside `Part.__init__`"), f.message
+
+
+def test_TM107_frozen_backbone_gets_the_freeze_advice() -> None:
+    code = (
+        "import torch.nn as nn\n"
+        "class Enc(nn.Module):\n"
+        "    def __init__(self, cnn):\n"
+        "        super().__init__()\n"
+        "        self.cnn = nn.Sequential(cnn)\n"
+        "        self.fc = nn.Linear(4, 4)\n"
+        "    def forward(self, images):\n"
+        "        feats = self.cnn(images)\n"
+        "        return self.fc(feats.detach())\n"
+    )
+    (f,) = check_source(code, select=["TM107"])
+    assert "`self.cnn`" in f.message
+    assert "self.cnn.requires_grad_(False)" in f.hint and "otherwise remove" in f.hint
+    frozen = code.replace(
+        "self.fc = nn.Linear", "self.cnn.requires_grad_(False)\n        self.fc = nn.Linear"
+    )
+    assert check_source(frozen, select=["TM107"]) == []
+
+
+def test_TM201_one_finding_per_statement() -> None:
+    code = "import torch\na, b = torch.randn(2).cuda(), torch.randn(3).cuda()\n"
+    (f,) = check_source(code, select=["TM201"])
+    assert f.line == 2
