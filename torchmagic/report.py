@@ -78,7 +78,7 @@ class Finding:
         return d
 
 
-@dataclass
+@dataclass(slots=True)
 class SyncRecord:
     """CPU-GPU synchronisations observed at one cell line."""
 
@@ -98,7 +98,7 @@ class SyncRecord:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorRecord:
     """Metadata of one live tensor; never its values."""
 
@@ -120,7 +120,7 @@ class TensorRecord:
         return record_dict(self)
 
 
-@dataclass
+@dataclass(slots=True)
 class ModuleRecord:
     """Summary of one live `nn.Module` in the namespace."""
 
@@ -139,7 +139,7 @@ class ModuleRecord:
         return record_dict(self)
 
 
-@dataclass
+@dataclass(slots=True)
 class ShapeRecord:
     """Forward calls of one submodule during the cell, in first-call order."""
 

@@ -45,10 +45,10 @@ class CellNames:
 
 
 def root_name(name: str) -> str:
-    for i, ch in enumerate(name):
-        if ch in ".[":
-            return name[:i]
-    return name
+    """`net` for `net.layers[0]`: the namespace name a dotted or indexed name starts with."""
+    dot, bracket = name.find("."), name.find("[")
+    ends = [i for i in (dot, bracket) if i >= 0]
+    return name[: min(ends)] if ends else name
 
 
 def cell_names(raw_cell: str) -> CellNames:

@@ -21,7 +21,7 @@ from .. import catalog
 from ..report import Finding, ModuleRecord, TensorRecord
 from ..run import CellRun
 from . import meta
-from .cell import CellNames, cell_names
+from .cell import CellNames, cell_names, root_name
 from .modules import module_record
 from .namespace import MAX_ITEMS, ModuleTree, NamespaceObjects, NamespaceSnapshot
 from .registry import LiveView, live_checks
@@ -130,9 +130,21 @@ def _scan(
         # common case; dereferencing covers the rest.
         return before is None or (before is not ref and not _same(before, obj))
 
+    first_scan = previous is None
+    bound = set(cell.assigned) | set(cell.mutated)  # what a first scan counts as changed
     for name, t in found.tensors:
         try:
-            ch = changed(name, t)
+            # `changed(name, t)`, written out: this loop runs for every tensor after every cell
+            try:
+                ref: Any = _weakref(t)
+            except TypeError:
+                ref = id(t)
+            identities[name] = ref
+            if first_scan:
+                ch = root_name(name) in bound
+            else:
+                before = previous.get(name)  # type: ignore[union-attr]
+                ch = before is None or (before is not ref and not _same(before, t))
             if not ch:
                 hit = cache.get(name)
                 tp = type(t)
