@@ -19,7 +19,7 @@ from IPython.utils.capture import capture_output
 import torchmagic
 from torchmagic.pipeline import CellCheck
 from torchmagic.run import CellRun, CheckOptions
-from torchmagic.runtime.sync import SyncProbe, _SyncMode, sync_device
+from torchmagic.runtime.sync import OP_NAMES, SyncProbe, sync_device
 
 
 @pytest.fixture
@@ -42,9 +42,11 @@ def syncs_by_line(report) -> dict[int, object]:
 
 
 def assert_probe_gone() -> None:
-    assert not torch._C._is_torch_function_mode_enabled()
-    stack = torch.overrides._get_current_function_mode_stack()
-    assert not any(isinstance(m, _SyncMode) for m in stack)
+    """Nothing of the probe is left: every wrapped entry point is the original again."""
+    for name in OP_NAMES.values():
+        owner, attr = name.split(".", 1)
+        assert not hasattr(getattr(torch.Tensor if owner == "Tensor" else torch, attr), "__wrapped__"), name
+    assert "item" not in torch.Tensor.__dict__ and "__bool__" not in torch.Tensor.__dict__
     assert not hasattr(torch.cuda.synchronize, "__wrapped__")
 
 
@@ -272,9 +274,9 @@ def test_user_mode_left_on_stack_is_kept(cpu_shell) -> None:
     finally:
         cpu_shell.user_ns["mine"].__exit__(None, None, None)
     assert_probe_gone()
-    # Mine runs above the probe and passes the call on, so the probe still saw it, at the
-    # innermost cell frame: Mine's handler (line 5), which made the call.
-    assert [(s.line, s.count) for s in report.syncs] == [(5, 1)]
+    # the probe wraps `Tensor.item` itself: it sees the call at the user's line (8), before
+    # Mine's mode passes it on
+    assert [(s.line, s.count) for s in report.syncs] == [(8, 1)]
 
 
 def test_default_cuda_devices_install_nothing_without_a_gpu(shell) -> None:
@@ -291,10 +293,22 @@ def test_default_cuda_devices_install_nothing_without_a_gpu(shell) -> None:
 def test_probe_is_active_only_during_checked_cells(cpu_shell) -> None:
     seen = []
     cpu_shell.user_ns["seen"] = seen
-    cpu_shell.run_cell("seen.append(torch._C._is_torch_function_mode_enabled())", store_history=True)
-    checked(cpu_shell, "seen.append(torch._C._is_torch_function_mode_enabled())\n")
+    cpu_shell.run_cell("seen.append(hasattr(torch.Tensor.item, '__wrapped__'))", store_history=True)
+    checked(cpu_shell, "seen.append(hasattr(torch.Tensor.item, '__wrapped__'))\n")
     assert seen == [False, True]
     assert_probe_gone()
+
+
+def test_printing_a_tensor_counts_once_not_each_read_inside(cpu_shell) -> None:
+    _, report, cap = checked(cpu_shell, "t = torch.randn(4)\nprint(t)\n")
+    assert [(s.line, s.count, s.ops) for s in report.syncs] == [(3, 1, {"Tensor.__repr__": 1})]
+
+
+def test_other_torch_calls_are_left_untouched(cpu_shell) -> None:
+    seen = []
+    cpu_shell.user_ns["seen"] = seen
+    checked(cpu_shell, "seen.append(torch.matmul is torch._C._VariableFunctions.matmul)\n")
+    assert seen == [True]
 
 
 # --- explicit CUDA syncs, stood in by fakes -------------------------------------------------

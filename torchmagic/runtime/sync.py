@@ -9,13 +9,13 @@ functions from earlier cells or libraries is charged to the cell line that calle
 Two parts share one ledger (`SyncLedger`: attribution through the cell's `CellLocator`, and
 grouping), both installed for the checked cell only:
 
-*The function mode* (`_SyncMode`, a `TorchFunctionMode`) sees every torch function and
-tensor method call; a frozenset membership test lets everything but the sync-prone calls
-through at once (about 1 µs per torch call, see bench/sync_overhead.py). Sync-prone calls
-(`.item()`, `bool()`, `float()`, `.tolist()`, `.cpu()`, `.numpy()`, boolean masks,
-`nonzero`, `unique`, printing, blocking or pageable `non_blocking` host-device copies, ...)
-on a tensor whose device type is in `sync_devices` are timed whole: on a GPU such a call's
-duration is the wait for the queued work plus a small copy.
+*Sync-prone calls* (`SyncWrappers`): `.item()`, `bool()`, `float()`, `.tolist()`, `.cpu()`,
+`.numpy()`, boolean masks, `nonzero`, `unique`, printing, blocking or pageable `non_blocking`
+host-device copies, ... — the `Tensor` methods and `torch` functions in `OP_NAMES` are wrapped
+in place, and a call on a tensor whose device type is in `sync_devices` is timed whole: on a
+GPU such a call's duration is the wait for the queued work plus a small copy. Every other
+torch call runs untouched: a `TorchFunctionMode` would see them all, and its Python dispatch
+on every op added 15-20% to a launch-bound training step (bench/cell_cost.py).
 
 *Explicit syncs* (`ExplicitSyncs`, when CUDA is in `sync_devices` and available):
 `torch.cuda.synchronize()`, `Stream.synchronize()`, `Event.synchronize()` and
@@ -33,9 +33,9 @@ user may have set.
 Syncs made by other threads (data-loader pinning threads) have no cell frame and are not
 charged to a line. Nothing here initialises CUDA, changes results, or touches warnings.
 
-`torch.compile`: dynamo traces through function modes, so a compiled function recompiles
-once the first time it runs inside a checked cell; compiled graphs do not pass through the
-mode when they run, so the mode sees syncs only at graph breaks.
+`torch.compile`: a call traced by dynamo goes straight to the original method; compiled
+graphs do not pass through the wrappers when they run, so only syncs at graph breaks are
+timed.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from ..report import SyncRecord
 from .frames import CellLocator
@@ -116,6 +115,8 @@ SYNC_FUNCS: frozenset[Any] = frozenset(OP_NAMES)
 
 _MASK_DTYPES = (torch.bool, torch.uint8)
 _GETITEM = Tensor.__getitem__
+_SETITEM = Tensor.__setitem__
+_is_compiling = torch.compiler.is_compiling
 _INDEX_CONTAINERS = (Tensor, tuple, list)
 
 
@@ -344,52 +345,72 @@ class ExplicitSyncs:
 # --- portable backend ------------------------------------------------------------------------
 
 
-class _SyncMode(TorchFunctionMode):
-    """Times the sync-prone calls on tensors of the `timed` device types."""
+class SyncWrappers:
+    """Times the sync-prone calls on tensors of the `timed` device types: each entry point in
+    `OP_NAMES` (`Tensor.item`, `Tensor.__bool__`, `Tensor.cpu`, `torch.nonzero`, ...) is wrapped
+    in place while the cell runs and put back by `uninstall` (an inherited method is deleted
+    again). Every other torch call runs untouched, at no cost.
+
+    A call made while one is being timed (printing a tensor reads its values) is not counted
+    again, calls from other threads and calls traced by `torch.compile` pass straight through.
+    """
 
     def __init__(self, ledger: SyncLedger, timed: frozenset[str]) -> None:
-        super().__init__()
         self.ledger = ledger
         self.timed = timed
+        self.depth = 0  # > 0 while a timed call runs (on the ledger's thread)
+        self._saved: list[tuple[Any, str, Any, bool]] = []
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func not in SYNC_FUNCS:
-            if kwargs:
-                return func(*args, **kwargs)
-            return func(*args)
-        if func is _GETITEM and not isinstance(args[1], _INDEX_CONTAINERS):
-            return func(*args)  # x[i], x[1:3]: the common, sync-free indexing
-        return self._sync_prone(func, args, kwargs or {})
+    def install(self) -> None:
+        for key, name in OP_NAMES.items():
+            owner_name, attr = name.split(".", 1)
+            owner = Tensor if owner_name == "Tensor" else torch
+            own = owner is torch or attr in owner.__dict__
+            current = owner.__dict__[attr] if own and owner is Tensor else getattr(owner, attr, None)
+            if current is None:
+                continue
+            setattr(owner, attr, self._timed(current, key, name))
+            self._saved.append((owner, attr, current, own))
 
-    def _sync_prone(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        if sync_device(func, args, kwargs) in self.timed:
+    def uninstall(self) -> None:
+        saved, self._saved = self._saved, []
+        for owner, attr, original, own in reversed(saved):
+            try:
+                if own:
+                    setattr(owner, attr, original)
+                else:
+                    delattr(owner, attr)  # inherited from TensorBase: the C method shows again
+            except Exception:
+                pass
+
+    def _timed(self, original: Any, key: Any, name: str) -> Any:
+        ledger, timed, thread = self.ledger, self.timed, self.ledger.thread
+        indexing = key is _GETITEM or key is _SETITEM
+        probe = self
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
+            if probe.depth or threading.get_ident() != thread or _is_compiling():
+                return original(*args, **kwargs)
+            if indexing and not isinstance(args[1], _INDEX_CONTAINERS):
+                return original(*args, **kwargs)  # x[i], x[1:3]: the common, sync-free indexing
+            try:
+                device = sync_device(key, args, kwargs)
+            except Exception:
+                device = None
+            if device not in timed:
+                return original(*args, **kwargs)
+            probe.depth += 1
             t0 = _perf()
-            out = func(*args, **kwargs)
-            self.ledger.add(OP_NAMES[func], _perf() - t0, sys._getframe(1))
-            return out
-        return func(*args, **kwargs)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                seconds = _perf() - t0
+                probe.depth -= 1
+                ledger.add(name, seconds, sys._getframe(1))
 
-
-def _remove_mode(mode: TorchFunctionMode) -> None:
-    """Take `mode` off this thread's function-mode stack, wherever it is, keeping the rest."""
-    from torch._C import (
-        _get_function_stack_at,
-        _len_torch_function_stack,
-        _pop_torch_function_stack,
-        _push_on_torch_function_stack,
-    )
-
-    n = _len_torch_function_stack()
-    if not any(_get_function_stack_at(i) is mode for i in range(n)):
-        return
-    above = []
-    while _len_torch_function_stack():
-        m = _pop_torch_function_stack()
-        if m is mode:
-            break
-        above.append(m)
-    for m in reversed(above):
-        _push_on_torch_function_stack(m)
+        return wrapper
 
 
 # --- the collector ---------------------------------------------------------------------------
@@ -403,7 +424,7 @@ class SyncProbe:
     def __init__(self, *, cuda_available: Callable[[], bool] | None = None) -> None:
         self._cuda_available = cuda_available or torch.cuda.is_available
         self._ledger: SyncLedger | None = None
-        self._mode: _SyncMode | None = None
+        self._wrappers: SyncWrappers | None = None
         self._explicit: ExplicitSyncs | None = None
 
     def start(self, run: CellRun) -> None:
@@ -419,18 +440,17 @@ class SyncProbe:
             if "cuda" in devices:
                 self._explicit = ExplicitSyncs(ledger)
                 self._explicit.install()
-            mode = _SyncMode(ledger, devices)
-            torch._C._push_on_torch_function_stack(mode)
-            self._mode = mode
+            self._wrappers = SyncWrappers(ledger, devices)
+            self._wrappers.install()
         except Exception as exc:  # a probe that cannot start must not break the cell
             self.stop(run)
             run.report.errors.append(f"sync probe: could not start: {exc!r}")
 
     def stop(self, run: CellRun | None = None) -> None:
-        mode, self._mode = self._mode, None
+        wrappers, self._wrappers = self._wrappers, None
         explicit, self._explicit = self._explicit, None
-        if mode is not None:
-            _remove_mode(mode)
+        if wrappers is not None:
+            wrappers.uninstall()
         if explicit is not None:
             explicit.uninstall()
 
