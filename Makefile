@@ -43,7 +43,9 @@ lint: venv
 bench: $(VENV)/.installed-dev
 	$(PY) bench/lint_speed.py
 	$(PY) bench/scan_speed.py
+	$(PY) bench/cell_cost.py
 	$(PY) bench/sync_overhead.py
+	$(PY) bench/gpu.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info demo.html test-artifacts

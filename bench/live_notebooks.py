@@ -15,8 +15,10 @@ own reports, errors' name and value) are compared with the plain ones after norm
 timings, memory addresses and kernel pids. A cell whose plain runs disagree is
 'nondeterministic' (only the kinds of its outputs are compared); a difference after such a
 cell is 'suspect' rather than a difference. Findings, internal errors and `torchmagic:` warning
-lines come from the first checked run's report outputs (`application/vnd.torchmagic.report+json`);
-cell times are the minimum over the runs (the kernel's own time, post-run hooks included).
+lines come from the first checked run's report outputs (`application/vnd.torchmagic.report+json`).
+Per cell, the minimum over the runs of two times: the kernel's wall time (nbclient's timing
+metadata) and the kernel process's CPU time (pre/post-run hooks the setup cell registers, so
+torchmagic's post-run work counts); the CPU time is the steadier one on a shared machine.
 
 `--pythonpath` is prepended to the kernels' PYTHONPATH so a frozen checkout can be measured
 while another is being edited; the setup cell prints `torchmagic.__file__` and the runner stops
@@ -54,6 +56,22 @@ LOAD_TORCHMAGIC = [
     "%config TorchCheck.display = 'html'",
     "%torchcheck on",
 ]
+CPU_LOG = ".live-notebooks-cpu.jsonl"
+# Registered last in the setup cell, so a checked cell's CPU time includes torchmagic's own
+# post-run work (lint, namespace scan, report). CPU time of the whole kernel process (all
+# threads) resists the load of other processes on a shared machine better than wall time.
+CPU_HOOKS = f"""
+def _bench_cpu_hooks():
+    import json, time
+    started = []
+    def pre(info):
+        started[:] = [time.process_time()]
+    def post(result):
+        with open({CPU_LOG!r}, "a") as f:
+            f.write(json.dumps(time.process_time() - started[0] if started else None) + "\\n")
+    get_ipython().events.register("pre_run_cell", pre)
+    get_ipython().events.register("post_run_cell", post)
+_bench_cpu_hooks(); del _bench_cpu_hooks"""
 FINDING_KEYS = ("rule", "severity", "line", "message", "object", "source", "hint")
 
 _NORMALISERS = [
@@ -82,7 +100,7 @@ def setup_cell(seed: int | None, checked: bool) -> str:
             f"_r.seed({seed}); _np.random.seed({seed}); _t.manual_seed({seed})",
             "del _r, _np, _t",
         ]
-    return "\n".join(lines + (LOAD_TORCHMAGIC if checked else []))
+    return "\n".join(lines + (LOAD_TORCHMAGIC if checked else []) + [CPU_HOOKS])
 
 
 def _bundle(data: dict[str, Any]) -> dict[str, str]:
@@ -109,6 +127,7 @@ class CellView:
     reports: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     seconds: float | None = None
+    cpu_s: float | None = None
 
     def visible(self) -> dict[str, Any]:
         return {
@@ -194,7 +213,11 @@ def execute(nb_path: Path, setup: str, timeout: int, env: dict[str, str]) -> Run
         except Exception as e:  # dead kernel, cell timeout: keep what ran
             crash = f"{type(e).__name__}: {str(e)[:500]}"
         wall = time.perf_counter() - t0
+        log = Path(work, CPU_LOG)
+        cpu = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     views = [cell_view(c) for c in nb.cells if c.cell_type == "code"]
+    for view, seconds in zip(views, cpu):  # the setup cell's own entry comes first
+        view.cpu_s = seconds
     return Run(setup=views[0], cells=views[1:], wall_s=wall, crash=crash)
 
 
@@ -205,8 +228,8 @@ def loaded_from(run: Run) -> tuple[str | None, str | None]:
     return (match.group(1) if match else None), error
 
 
-def _min_seconds(views: list[CellView]) -> float | None:
-    return min((v.seconds for v in views if v.seconds is not None), default=None)
+def _min_seconds(views: list[CellView], attr: str = "seconds") -> float | None:
+    return min((getattr(v, attr) for v in views if getattr(v, attr) is not None), default=None)
 
 
 def compare(plain: list[Run], checked: list[Run], sources: list[str]) -> list[dict[str, Any]]:
@@ -231,6 +254,8 @@ def compare(plain: list[Run], checked: list[Run], sources: list[str]) -> list[di
             "suspect": differs and varied_before,
             "plain_s": _min_seconds(runs),
             "checked_s": _min_seconds(mine),
+            "plain_cpu_s": _min_seconds(runs, "cpu_s"),
+            "checked_cpu_s": _min_seconds(mine, "cpu_s"),
             "check_s": sum(rep.get("check_s") or 0 for rep in first.reports),
             "findings": [
                 {k: f.get(k) for k in FINDING_KEYS} for rep in first.reports for f in rep.get("findings", [])
@@ -280,6 +305,8 @@ def run_notebook(
         "checked_wall_s": min(r.wall_s for r in checked),
         "plain_cells_s": sum(c["plain_s"] or 0 for c in cells),
         "checked_cells_s": sum(c["checked_s"] or 0 for c in cells),
+        "plain_cpu_s": sum(c["plain_cpu_s"] or 0 for c in cells),
+        "checked_cpu_s": sum(c["checked_cpu_s"] or 0 for c in cells),
         "setup_plain_s": _min_seconds([r.setup for r in plain]),
         "setup_checked_s": _min_seconds([r.setup for r in checked]),
         "cells": cells,
@@ -298,6 +325,8 @@ class Row:
     findings: int
     plain_s: float
     checked_s: float
+    plain_cpu: float
+    checked_cpu: float
 
     @classmethod
     def of(cls, r: dict[str, Any]) -> Row:
@@ -312,26 +341,37 @@ class Row:
             findings=sum(r["findings_by_rule"].values()),
             plain_s=r["plain_cells_s"] + (r["setup_plain_s"] or 0),
             checked_s=r["checked_cells_s"] + (r["setup_checked_s"] or 0),
+            plain_cpu=r["plain_cpu_s"],
+            checked_cpu=r["checked_cpu_s"],
         )
+
+
+def _pct(checked: float, plain: float) -> str:
+    return f"{(checked / plain - 1) * 100:+.0f}%" if plain else "n/a"
 
 
 def summarise(results: list[dict[str, Any]]) -> str:
     rows = [Row.of(r) for r in results]
     names = [f.name for f in fields(Row)][1:]
     total = Row("TOTAL", *(sum(getattr(r, n) for r in rows) for n in names))
-    head = f"{'notebook':34} {'cells':>5} {'diff':>4} {'susp':>4} {'nondet':>6} {'crash':>5} {'int.err':>7} {'findings':>8} {'plain s':>8} {'checked s':>9} {'overhead':>8}"
+    head = (
+        f"{'notebook':34} {'cells':>5} {'diff':>4} {'susp':>4} {'nondet':>6} {'crash':>5} {'int.err':>7} "
+        f"{'findings':>8} {'plain s':>8} {'checked s':>9} {'+wall':>6} {'+cpu':>6}"
+    )
     lines = [head, "-" * len(head)]
     for r in [*rows, total]:
-        over = f"{(r.checked_s / r.plain_s - 1) * 100:+.0f}%" if r.plain_s else "n/a"
         lines.append(
             f"{r.name:34} {r.cells:5d} {r.diff:4d} {r.suspect:4d} {r.nondet:6d} {r.crash:5d} {r.interr:7d} "
-            f"{r.findings:8d} {r.plain_s:8.2f} {r.checked_s:9.2f} {over:>8}"
+            f"{r.findings:8d} {r.plain_s:8.2f} {r.checked_s:9.2f} {_pct(r.checked_s, r.plain_s):>6} "
+            f"{_pct(r.checked_cpu, r.plain_cpu):>6}"
         )
     rules: Counter[str] = Counter()
     for r in results:
         rules.update(r["findings_by_rule"])
     by_rule = ", ".join(f"{k}×{n}" for k, n in sorted(rules.items())) or "none"
-    return "\n".join([*lines, "", f"findings per rule/source: {by_rule}"])
+    note = "plain/checked s: kernel wall time per cell, setup cell included; +wall/+cpu: overhead"
+    note += " in wall time and in the kernel's CPU time, torchmagic's post-run work included"
+    return "\n".join([*lines, "", f"findings per rule/source: {by_rule}", note])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ IPython shell three ways, interleaved, several rounds:
 
   plain     the cell as is
   probe     a `%%torchcheck` cell with `sync_devices = ["cpu"]` (the portable backend times
-            every CPU "sync"; the function mode sees every op)
+            every CPU "sync" at the sync-prone entry points it wraps)
   profiler  the cell inside `torch.profiler.profile(with_stack=True)` plus building its table
             (`key_averages(group_by_stack_n=5).table(...)`), the usual way to find the same lines
 
