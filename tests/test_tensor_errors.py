@@ -130,3 +130,45 @@ def test_torchshape_usage_errors_are_one_line(ip):
     with capture_output() as cap:
         ip.run_cell("%torchshape not a call", store_history=True)
     assert cap.stderr.strip().startswith("usage: %torchshape")
+
+
+def _user_frames(exc: BaseException) -> list[tuple[str, int, str, str]]:
+    """The frames a user reads as theirs: cells and functions defined in cells, not torch's."""
+    import traceback
+
+    out = []
+    for fs in traceback.extract_tb(exc.__traceback__):
+        if "site-packages" in fs.filename or "/torch/" in fs.filename:
+            continue
+        cell = "cell" if ("ipython-input" in fs.filename or fs.filename.startswith("<")) else fs.filename
+        out.append((cell, fs.lineno, fs.name, fs.line or ""))
+    return out
+
+
+def test_an_error_inside_forward_keeps_type_message_and_every_user_frame(ip):
+    """Global forward hooks (the shape trace) send module calls through PyTorch's hooked path,
+    which adds one torch-internal frame (`Module._call_impl.<locals>.inner`): the traceback is
+    not byte-identical, so this is the promise, and README says so."""
+    run(
+        ip,
+        "class Block(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 8)\n"
+        "    def forward(self, x):\n"
+        "        h = self.fc(x)\n"
+        "        return h.view(3, 5)\n"
+        "deep = nn.Sequential(nn.Sequential(Block()))\n",
+    )
+    plain, _ = run(ip, "y = deep(torch.randn(2, 8))\n")
+    checked, _ = run(ip, "%%torchcheck\ny = deep(torch.randn(2, 8))\n")
+    a, b = plain.error_in_exec, checked.error_in_exec
+    assert type(a) is type(b) and str(a) == str(b)
+    frames_plain, frames_checked = _user_frames(a), _user_frames(b)
+    # the checked cell's own first line is the `%%torchcheck` line: its code is one line down
+    assert [(n, code) for _, _, n, code in frames_plain] == [(n, code) for _, _, n, code in frames_checked]
+    assert [ln for _, ln, n, _ in frames_plain if n != "<module>"] == [
+        ln for _, ln, n, _ in frames_checked if n != "<module>"
+    ]
+    torch_frames = [fs.name for fs in __import__("traceback").extract_tb(b.__traceback__) if "/torch/" in fs.filename]
+    assert set(torch_frames) <= {"_wrapped_call_impl", "_call_impl", "inner", "forward", "view"}
