@@ -10,9 +10,11 @@ RULES = [
         evidence=("static", "live"),
         what="""
             Flags a loss (or any tensor that was `.backward()`-ed) accumulated into a Python variable
-            or list across loop iterations without `.item()`/`.detach()`: `total += loss`,
-            `losses.append(loss)`. Live: a namespace variable (or list) holding tensors with a
-            `grad_fn` after the cell.
+            or list across loop iterations without `.item()`/`.detach()` (`total += loss`,
+            `losses.append(loss)`) when its graph is no longer needed: the value was already
+            back-propagated, or nothing in the function back-propagates the sum, the list or
+            anything built from them, and gradients are on. Live: a namespace variable (or list)
+            holding tensors with a `grad_fn` after the cell.
             """,
         why="""
             Each stored tensor keeps its whole autograd graph — every activation of that step — in
@@ -26,7 +28,7 @@ RULES = [
             """,
         fix="    total += loss.item()          # outside hot loops: loss.detach()",
         not_flagged="""
-            accumulation of `loss.item()`/`loss.detach()`; tensors with `grad_fn` that are the model's live output of the last step only (one tensor) are info; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); accumulation under `no_grad`/`inference_mode`; live: a graph whose saved tensors were already freed by `.backward()`, a graph the notebook back-propagates through in a later cell, a recurrent hidden state; a small inference output computed with grad on is at most info, and its fix is `torch.inference_mode()`, not `.detach()`
+            accumulation of `loss.item()`/`loss.detach()`; tensors with `grad_fn` that are the model's live output of the last step only (one tensor) are info; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); a sum the function returns (its caller may back-propagate it) unless its terms were already back-propagated; accumulation under `no_grad`/`inference_mode`/`set_grad_enabled(False)`, including in a function the file only calls under them; live: a graph whose saved tensors were already freed by `.backward()`, a graph the notebook back-propagates through in a later cell, a recurrent hidden state; a small inference output computed with grad on is at most info, and its fix is `torch.inference_mode()`, not `.detach()`
             """,
     ),
     Rule(

@@ -8,16 +8,7 @@ from ..context import Context
 from ..kinds import MODULE, NUMBER
 from ..registry import check
 from ._common import call_chain, chain_root, name_like, receiver, unparse
-
-
-def _backwarded_in_loop(ctx: Context, name: str) -> bool:
-    for loop in ctx.loops:
-        for c in loop.calls:
-            if isinstance(c.func, ast.Attribute) and c.func.attr == "backward":
-                if isinstance(c.func.value, ast.Name) and c.func.value.id == name:
-                    return True
-    return False
-
+from ._flow import Flow, flow_of, grad_disabled_here, key, scope_node
 
 # Tensor methods whose result still carries the receiver's autograd graph.
 _KEEPS_GRAPH = frozenset(
@@ -25,24 +16,40 @@ _KEEPS_GRAPH = frozenset(
 )
 
 
-def _is_graph_tensor(ctx: Context, value: ast.AST) -> bool:
-    """A loss-like tensor that still carries its autograd graph: a name, or arithmetic and
-    graph-keeping methods on one (`loss * x.size(0)`, `loss.mean()`), never `.item()`."""
+def _graph_names(ctx: Context, value: ast.AST, flow: Flow) -> set[str]:
+    """The loss-like names whose graph `value` carries: a name that is back-propagated in this
+    scope or a tensor named like a loss, through arithmetic and graph-keeping methods
+    (`loss * x.size(0)`, `loss.mean()`), never through `.item()`. Empty: not a graph tensor."""
     if isinstance(value, ast.BinOp):
-        return _is_graph_tensor(ctx, value.left) or _is_graph_tensor(ctx, value.right)
+        return _graph_names(ctx, value.left, flow) | _graph_names(ctx, value.right, flow)
     if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
-        return _is_graph_tensor(ctx, value.operand)
+        return _graph_names(ctx, value.operand, flow)
     if (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)
         and value.func.attr in _KEEPS_GRAPH
     ):
-        return _is_graph_tensor(ctx, value.func.value)
+        return _graph_names(ctx, value.func.value, flow)
     if not isinstance(value, ast.Name):
-        return False
-    if _backwarded_in_loop(ctx, value.id):
+        return set()
+    if value.id in flow.direct or (ctx.is_tensor(value) and "loss" in value.id.lower()):
+        return {value.id}
+    return set()
+
+
+def _graph_still_needed(acc: str | None, graphs: set[str], flow: Flow) -> bool:
+    """Accumulating into `acc` is how the program builds what it back-propagates: a sum of loss
+    terms (`style_loss += layer_loss` ... `(a * content + b * style_loss).backward()`), a list
+    of losses stacked into one, or a sum the function returns to a caller that may."""
+    if acc is None:
         return True
-    return ctx.is_tensor(value) and "loss" in value.id.lower()
+    if acc in flow.feeds:
+        return True
+    used = bool(graphs & flow.feeds)  # the values are back-propagated on their own
+    if acc in flow.returned and not used:
+        return True
+    # an attribute (`self.total += loss`) may be back-propagated by another method
+    return "." in acc and not used
 
 
 _TM401_HINT = "Accumulate a number: `total += loss.item()` (or `loss.detach()` to stay on the device)."
@@ -50,11 +57,14 @@ _TM401_HINT = "Accumulate a number: `total += loss.item()` (or `loss.detach()` t
 
 @check("TM401", nodes=(ast.AugAssign, ast.Assign), calls={"append"})
 def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
-    if not ctx.in_loop or ctx.grad_mode is not None:
+    if not ctx.in_loop or grad_disabled_here(ctx):
         return
+    flow = flow_of(ctx, scope_node(ctx))
     if isinstance(node, ast.AugAssign):
-        if not isinstance(node.op, ast.Add) or not _is_graph_tensor(ctx, node.value):
+        if not isinstance(node.op, ast.Add):
             return
+        graphs = _graph_names(ctx, node.value, flow)
+        acc = key(node.target)
         label = f"{unparse(node.target, 20)} += {unparse(node.value, 30)}"
     elif isinstance(node, ast.Assign):
         # total = total + loss
@@ -63,14 +73,17 @@ def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
             return
         if not (isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add) and isinstance(v.left, ast.Name)):
             return
-        if v.left.id != node.targets[0].id or not _is_graph_tensor(ctx, v.right):
+        if v.left.id != node.targets[0].id:
             return
+        graphs = _graph_names(ctx, v.right, flow)
+        acc = node.targets[0].id
         label = unparse(node, 50)
     else:
         call: ast.Call = node  # type: ignore[assignment]
-        if len(call.args) != 1 or not _is_graph_tensor(ctx, call.args[0]):
+        if len(call.args) != 1 or ctx.is_tensor(receiver(call)):  # type: ignore[arg-type]
             return
-        if ctx.is_tensor(receiver(call)):  # type: ignore[arg-type]
+        graphs = _graph_names(ctx, call.args[0], flow)
+        if not graphs or _graph_still_needed(key(receiver(call)), graphs, flow):
             return
         ctx.flag(
             call,
@@ -79,6 +92,8 @@ def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
             + unparse(call.func, 30)
             + f"({unparse(call.args[0], 20)}.item())` (or `.detach()` to stay on the device).",
         )
+        return
+    if not graphs or _graph_still_needed(acc, graphs, flow):
         return
     ctx.flag(
         node,
