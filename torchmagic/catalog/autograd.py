@@ -61,21 +61,43 @@ RULES = [
         "data-attribute",
         "warning",
         evidence=("static",),
-        what="Flags reads and writes of `.data` on a tensor or parameter.",
+        what="""
+            Flags reads and writes of `.data` on a tensor, parameter or gradient: in-place writes
+            (`w.data.normal_()`, `p.data.add_(...)`, `p.grad.data.clamp_()`, `p.data = ...`), reads
+            (`h.data`, `Variable(h.data)`), `.data.resize_()`/`.set_()`/`.t_()`, and `loss.data[0]`.
+            Owners it recognises: tensors, the parameters of a known module (`m.weight` in an init
+            function applied with `model.apply(...)` or checking `isinstance(m, nn.Conv2d)`, modules
+            from `.modules()`), loop variables over `.parameters()` or `group["params"]` (also
+            through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments.
+            """,
         why="""
             `.data` gives a tensor that autograd does not track: in-place changes through it are not
             seen by the version counter, so wrong gradients are computed silently instead of raising.
+            Shape changes through it (`resize_`, `set_`, `t_`, `unsqueeze_`) only change a detached
+            alias: the tensor itself keeps its old shape on current PyTorch. `loss.data[0]` indexes a
+            0-dim tensor and raises since PyTorch 0.4.
             """,
         example="""
             w = layer.weight.data
+            layer.bias.data.fill_(0)
             p.data -= lr * p.grad
+            print(loss.data[0])
             """,
         fix="""
             w = layer.weight.detach()
+            nn.init.zeros_(layer.bias)          # or: with torch.no_grad(): layer.bias.fill_(0)
             with torch.no_grad():
-                p -= lr * p.grad          # or p.copy_(...), nn.init.*_
+                p -= lr * p.grad
+            print(loss.item())
             """,
-        not_flagged="`dataset.data`, `batch.data` where the owner is clearly not a tensor (live: not a Tensor)",
+        not_flagged="""
+            `dataset.data`, `batch.data`, `response.data` and any owner not known to be a tensor (live: not
+            a Tensor); a function argument `m` with `m.weight.data` unless the function is applied to a
+            module or checks the module class. Writes get the write fix (`nn.init.*_` or the same
+            in-place call under `torch.no_grad()`, which computes the same values and makes autograd
+            raise if the old value was still needed), never `.detach()`, which would write to (or
+            resize) a detached alias; a gradient is written directly (`p.grad.clamp_(...)`)
+            """,
     ),
     Rule(
         "TM404",

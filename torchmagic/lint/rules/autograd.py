@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ast
+import copy
 
 from ..context import Context
 from ..kinds import MODULE, NUMBER
 from ..registry import check
 from ._common import call_chain, chain_root, name_like, receiver, unparse
-from ._flow import Flow, flow_of, grad_disabled_here, key, scope_node
+from ._flow import Flow, flow_of, grad_disabled_here, key, module_node, scope_node
 
 # Tensor methods whose result still carries the receiver's autograd graph.
 _KEEPS_GRAPH = frozenset(
@@ -168,21 +169,307 @@ def _is_backward(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == "backward"
 
 
+# In-place methods that change a tensor's shape or storage: on `.data` they change a detached
+# alias, and the tensor itself keeps its old shape (silently, on current PyTorch).
+_RESHAPES = frozenset(
+    {
+        "resize_",
+        "resize_as_",
+        "set_",
+        "t_",
+        "transpose_",
+        "squeeze_",
+        "unsqueeze_",
+        "as_strided_",
+        "swapdims_",
+        "swapaxes_",
+    }
+)
+# tensor initialisers and their `nn.init` counterparts (same argument order)
+_INIT = {"normal_": "normal_", "uniform_": "uniform_", "fill_": "constant_", "zero_": "zeros_"}
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@"}
+_VARIABLE = ("torch.autograd.Variable", "torch.autograd.variable.Variable")
+_PARAM_SOURCES = frozenset({"parameters", "buffers"})
+_MODULE_SOURCES = frozenset({"modules", "children"})
+
+
+def _loop_source_call(ctx: Context, name: ast.Name) -> str | None:
+    """`parameters` for `for p in model.parameters()`, `params` for `for p in group["params"]`."""
+    src = ctx.loop_source(name.id)
+    while isinstance(src, ast.Call) and isinstance(src.func, ast.Name) and src.args:
+        if src.func.id not in ("list", "tuple", "enumerate", "reversed", "sorted", "iter"):
+            break
+        src = src.args[0]
+    if isinstance(src, ast.Call) and isinstance(src.func, ast.Attribute):
+        return src.func.attr
+    if isinstance(src, ast.Subscript) and isinstance(src.slice, ast.Constant):
+        return str(src.slice.value)
+    if isinstance(src, (ast.Name, ast.Attribute)) and name_like(src, "hidden"):
+        return "hidden"
+    return None
+
+
+def _applied_functions(ctx: Context) -> set[str]:
+    """Functions passed to `module.apply(...)`: their first argument is a module."""
+    mod = module_node(ctx)
+    if mod is None:
+        return set()
+    cached = getattr(mod, "_torchmagic_applied", None)
+    if isinstance(cached, set):
+        return cached
+    out: set[str] = set()
+    for sub in ast.walk(mod):
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr == "apply"
+            and len(sub.args) == 1
+        ):
+            a = sub.args[0]
+            if isinstance(a, (ast.Name, ast.Attribute)):
+                out.add(a.id if isinstance(a, ast.Name) else a.attr)
+    mod._torchmagic_applied = out  # type: ignore[attr-defined]
+    return out
+
+
+def _module_argument(ctx: Context, name: ast.Name) -> bool:
+    """`m` in `def weights_init(m): m.weight.data.normal_(...)`: the function is applied with
+    `model.apply(weights_init)`, or checks the class of `m` (`isinstance(m, nn.Conv2d)`,
+    `m.__class__.__name__`)."""
+    if _loop_source_call(ctx, name) in _MODULE_SOURCES:
+        return True
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if name.id not in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args)}:
+        return False
+    if fn.name in _applied_functions(ctx):
+        return True
+    for sub in ast.walk(fn):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "isinstance":
+            if len(sub.args) == 2 and isinstance(sub.args[0], ast.Name) and sub.args[0].id == name.id:
+                if any((ctx.qualname(c) or "").startswith("torch.nn.") for c in ast.walk(sub.args[1])):
+                    return True
+        if (
+            isinstance(sub, ast.Attribute)
+            and sub.attr == "__class__"
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id == name.id
+        ):
+            return True
+    return False
+
+
+def _guarded_as_tensor(ctx: Context, name: str) -> bool:
+    """Inside `if isinstance(h, torch.Tensor):` or `if type(h) == Variable:`."""
+    stack = ctx.stack
+    for i, node in enumerate(stack[:-1]):
+        if not (isinstance(node, ast.If) and any(stack[i + 1] is s for s in node.body)):
+            continue
+        for sub in ast.walk(node.test):
+            if not isinstance(sub, ast.Call):
+                continue
+            q = ctx.qualname(sub.func) or ""
+            args = sub.args
+            if q in ("isinstance", "type", "torch.is_tensor") and args and isinstance(args[0], ast.Name):
+                if args[0].id != name:
+                    continue
+                if q == "torch.is_tensor":
+                    return True
+                others = [*args[1:]] if q == "isinstance" else []
+                if q == "type" and isinstance(node.test, ast.Compare):
+                    others = list(node.test.comparators)
+                for o in others:
+                    oq = ctx.qualname(o) or ""
+                    if oq in _VARIABLE or oq.endswith("Tensor") or oq.endswith("Parameter"):
+                        return True
+    return False
+
+
+def _tensor_owner(ctx: Context, owner: ast.AST, node: ast.Attribute) -> bool:
+    """What `.data` is read from is a tensor (or parameter, or gradient)."""
+    if ctx.is_tensor(owner):
+        return True
+    parent = ctx.parent
+    if isinstance(parent, ast.Call) and node in parent.args and ctx.qualname(parent.func) in _VARIABLE:
+        return True  # `Variable(h.data)`: the old wrapper takes a tensor
+    if isinstance(owner, ast.Attribute) and owner.attr in ("weight", "bias", "grad"):
+        base = owner.value
+        if owner.attr == "grad":
+            return ctx.is_tensor(base) or (
+                isinstance(base, ast.Name) and _loop_source_call(ctx, base) in (*_PARAM_SOURCES, "params")
+            )
+        return isinstance(base, ast.Name) and _module_argument(ctx, base)
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "next":
+        # next(self.parameters()).data
+        a = owner.args[0] if owner.args else None
+        return isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr in _PARAM_SOURCES
+    if isinstance(owner, ast.Name):
+        if _loop_source_call(ctx, owner) in (*_PARAM_SOURCES, "params", "hidden"):
+            return True
+        return _guarded_as_tensor(ctx, owner.id)
+    return False
+
+
+def _scalar_loss(ctx: Context, owner: ast.AST) -> bool:
+    """A reduced loss (0-dim on PyTorch >= 0.4): named like one, or built by a loss function."""
+    value: ast.AST | None = owner
+    if isinstance(owner, ast.Name):
+        low = owner.id.lower()
+        if "loss" in low or low.startswith("err"):
+            return True
+        value = ctx.origin(owner)
+    if not isinstance(value, ast.Call):
+        return False
+    for kw in value.keywords:
+        if kw.arg in ("reduction", "reduce") and not (
+            isinstance(kw.value, ast.Constant) and kw.value.value in ("mean", "sum", True)
+        ):
+            return False
+    q = ctx.qualname(value.func) or ""
+    return "loss" in q.lower() or (ctx.built_by(value.func) or "").endswith("Loss")
+
+
+def _args(call: ast.Call, skip: int = 0, lead: str = "", strip: frozenset[str] = frozenset()) -> str:
+    """`(0.0, 0.02)` for a short argument list, `(...)` for a long one, `()` for none; `lead`
+    goes first (`nn.init.normal_(w, 0.0, 0.02)`); `x.data` reads of the tensors named in
+    `strip` become `x` (the same values under `no_grad`)."""
+
+    class Strip(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            if node.attr == "data" and ast.unparse(node.value) in strip:
+                return self.visit(node.value)
+            return self.generic_visit(node)
+
+    def text(e: ast.AST) -> str:
+        return ast.unparse(Strip().visit(copy.deepcopy(e)) if strip else e)
+
+    parts = [text(a) for a in call.args[skip:]]
+    parts += [f"{k.arg}={text(k.value)}" if k.arg else f"**{text(k.value)}" for k in call.keywords]
+    joined = ", ".join(parts)
+    if len(joined) > 30:
+        joined = "..."
+    return "(" + ", ".join(p for p in (lead, joined) if p) + ")"
+
+
+def _tensor_reads(ctx: Context, call: ast.Call, owner: str) -> frozenset[str]:
+    """The owner and the tensors read through `.data` in a call's arguments."""
+    out = {owner}
+    for sub in ast.walk(call):
+        if isinstance(sub, ast.Attribute) and sub.attr == "data" and isinstance(sub.value, ast.Name):
+            if ctx.is_tensor(sub.value) or _loop_source_call(ctx, sub.value) in (*_PARAM_SOURCES, "params"):
+                out.add(sub.value.id)
+        if isinstance(sub, ast.Attribute) and sub.attr == "data" and isinstance(sub.value, ast.Attribute):
+            if sub.value.attr == "grad":
+                out.add(ast.unparse(sub.value))
+    return frozenset(out)
+
+
+_METADATA = frozenset({"device", "dtype", "shape", "is_cuda", "ndim", "size", "dim", "numel", "type"})
+
+
+def _param_like(ctx: Context, owner: ast.AST) -> bool:
+    return (isinstance(owner, ast.Attribute) and owner.attr in ("weight", "bias")) or ctx.kind(
+        owner
+    ) == "parameter"
+
+
 @check("TM403", attrs={"data"})
 def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     parent = ctx.parent
     if isinstance(parent, ast.Call) and parent.func is node:
         return  # `obj.data(...)` is a method, not the tensor attribute
-    if not ctx.is_tensor(node.value):
+    owner_node = node.value
+    if not _tensor_owner(ctx, owner_node, node):
         return
-    write = isinstance(node.ctx, ast.Store) or (isinstance(parent, ast.AugAssign) and parent.target is node)
-    owner = unparse(node.value, 40)
+    owner = unparse(owner_node, 40)
+    grand = ctx.stack[-2] if len(ctx.stack) >= 2 else None
+    method = (
+        parent.attr
+        if isinstance(parent, ast.Attribute) and isinstance(grand, ast.Call) and grand.func is parent
+        else None
+    )
+    call = grand if method is not None else None
+    if method in _RESHAPES:
+        ctx.flag(
+            node,
+            f"`{owner}.data.{method}(...)` changes the shape of a detached alias: `{owner}` itself keeps"
+            " its old shape on current PyTorch.",
+            f"Call it on the tensor itself: `{owner}.{method}{_args(call)}`, or bind a new tensor"  # type: ignore[arg-type]
+            f" (`{owner} = ...`).",
+        )
+        return
+    if method is not None and method.endswith("_") and not method.endswith("__"):
+        args = _args(call)  # type: ignore[arg-type]
+        clean = _args(call, strip=_tensor_reads(ctx, call, owner))  # type: ignore[arg-type]
+        if owner.endswith(".grad"):
+            fix = f"Write to the gradient itself: `{owner}.{method}{clean}` (it is not part of any graph)."
+        elif method in _INIT and _param_like(ctx, owner_node):
+            fix = (
+                f"Initialise with `nn.init.{_INIT[method]}{_args(call, lead=owner)}` or"  # type: ignore[arg-type]
+                f" `with torch.no_grad(): {owner}.{method}{clean}`."
+            )
+        else:
+            fix = f"Write under no_grad: `with torch.no_grad(): {owner}.{method}{clean}`."
+        ctx.flag(node, f"`{owner}.data.{method}{args}` writes the tensor behind autograd's back.", fix)
+        return
+    if (
+        isinstance(parent, ast.Call)
+        and node in parent.args
+        and (ctx.qualname(parent.func) or "").startswith("torch.nn.init.")
+    ):
+        rest = _args(parent, skip=1, lead=owner) if parent.args[0] is node else "(...)"
+        ctx.flag(
+            node,
+            f"`{unparse(parent, 50)}` passes `.data`: `nn.init` already writes without recording a graph.",
+            f"Pass the tensor itself: `{unparse(parent.func, 30)}{rest}`.",
+            severity="info",
+        )
+        return
+    if isinstance(parent, ast.Attribute) and parent.attr in _METADATA:
+        ctx.flag(
+            node,
+            f"`{owner}.data.{parent.attr}` reads the tensor behind autograd's back.",
+            f"Drop `.data`: `{owner}.{parent.attr}` is the same.",
+        )
+        return
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        if isinstance(parent.ctx, ast.Store):
+            ctx.flag(
+                node,
+                f"`{owner}.data[...] = ...` writes the tensor behind autograd's back.",
+                f"Write under no_grad: `with torch.no_grad(): {owner}[...] = ...`.",
+            )
+            return
+        s = parent.slice
+        if isinstance(s, ast.Constant) and s.value == 0 and _scalar_loss(ctx, owner_node):
+            ctx.flag(
+                node,
+                f"`{owner}.data[0]` indexes a 0-dim tensor: it raises on current PyTorch.",
+                f"Read the number with `{owner}.item()`.",
+            )
+            return
+    if isinstance(node.ctx, ast.Store):
+        ctx.flag(
+            node,
+            f"`{owner}.data = ...` replaces the tensor behind autograd's back.",
+            f"Assign the gradient itself: `{owner} = ...` (it is not part of any graph)."
+            if owner.endswith(".grad")
+            else f"Write under no_grad: `with torch.no_grad(): {owner}.copy_(...)` (same shape).",
+        )
+        return
+    if isinstance(parent, ast.AugAssign) and parent.target is node:
+        op = _OPS.get(type(parent.op), "+")
+        ctx.flag(
+            node,
+            f"`{owner}.data {op}= ...` writes the tensor behind autograd's back.",
+            f"Write under no_grad: `with torch.no_grad(): {owner} {op}= ...`.",
+        )
+        return
     ctx.flag(
         node,
-        f"`{owner}.data` {'writes' if write else 'reads'} the tensor behind autograd's back.",
-        f"Write with `with torch.no_grad(): {owner}.copy_(...)`."
-        if write
-        else f"Read with `{owner}.detach()`.",
+        f"`{owner}.data` reads the tensor behind autograd's back.",
+        f"Read with `{owner}.detach()`.",
     )
 
 
