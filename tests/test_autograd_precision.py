@@ -128,3 +128,37 @@ for group in optimizer.param_groups:
 """
     (f,) = findings(code, "TM403")
     assert f.hint.startswith("Write to the gradient itself: `p.grad.clamp_(-1, 1)`")
+
+
+def test_TM408_reports_the_loop_once_and_points_to_no_grad() -> None:
+    code = """
+import torch.nn as nn
+model = nn.Linear(4, 2)
+def test(loader):
+    model.eval()
+    for epoch in range(1):
+        for x, y in loader:
+            out = model(x)
+"""
+    (f,) = findings(code, "TM408")
+    assert f.line == 7 and f.severity == "warning"
+    assert f.message.startswith("`for x, y in loader` runs `model(...)` after `model.eval()`")
+    assert "torch.no_grad()" in f.hint
+
+
+def test_TM408_is_explained_by_the_cli() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run(
+        [sys.executable, "-m", "torchmagic", "explain", "TM408"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=120,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert "eval-without-no-grad" in r.stdout and "## Not flagged" in r.stdout

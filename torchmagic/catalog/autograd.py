@@ -153,4 +153,49 @@ RULES = [
             """,
         overrides=("TM402",),
     ),
+    Rule(
+        "TM408",
+        "eval-without-no-grad",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags a loop that runs forward passes of a module after `model.eval()` (no `model.train()`
+            in between) with gradients on: no `no_grad`/`inference_mode` block around the loop or the
+            forward, no decorator, no `backward()` (or `torch.autograd.grad`, optimizer step) in the
+            loop, and nothing after it that back-propagates what it computed. Reported at the loop.
+            """,
+        why="""
+            `model.eval()` only switches dropout and batch norm to inference; it does not stop
+            autograd. Every forward still records a graph and keeps the activations each layer saves
+            for backward until the output is dropped: evaluation uses as much memory as training,
+            runs slower, and `volatile=True` (the old way to stop it) has been ignored since 0.4.
+            """,
+        example="""
+            def evaluate(model, loader):
+                model.eval()
+                correct = 0
+                for x, y in loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+                return correct
+            """,
+        fix="""
+            @torch.no_grad()
+            def evaluate(model, loader):
+                model.eval()
+                correct = 0
+                for x, y in loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+                return correct
+            """,
+        not_flagged="""
+            loops that call `backward()`, `torch.autograd.grad` or an optimizer's `step()` (saliency
+            maps, adversarial examples, fine-tuning with frozen batch norm), also through a helper of
+            the same file; loops whose outputs a later `backward()` uses; functions decorated with
+            `no_grad`/`inference_mode` or that the file only calls under them; forwards under
+            `with torch.no_grad()`, `inference_mode()` or `set_grad_enabled(<not True>)` at any level;
+            modules whose parameters are all frozen (`requires_grad_(False)`); a module put back
+            in training mode before the loop; `generate()`-style methods (they disable gradients
+            themselves)
+            """,
+    ),
 ]

@@ -113,7 +113,8 @@ def _scope_statements(scope: ast.AST) -> list[ast.AST]:
     return out
 
 
-def _walk(scope: ast.AST) -> list[ast.AST]:
+def walk_scope(scope: ast.AST) -> list[ast.AST]:
+    """Every node of the scope (see `_scope_statements`)."""
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return [n for stmt in _scope_statements(scope) for n in ast.walk(stmt)]
     return _scope_statements(scope)
@@ -135,7 +136,7 @@ def flow_of(ctx: Context, scope: ast.AST) -> Flow:
         if k is not None:
             edges.setdefault(k, set()).update(sources - {k})
 
-    for node in _walk(scope):
+    for node in walk_scope(scope):
         t = type(node)
         if t is ast.Assign:
             src = names_in(node.value)  # type: ignore[attr-defined]

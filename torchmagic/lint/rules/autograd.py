@@ -5,11 +5,21 @@ from __future__ import annotations
 import ast
 import copy
 
-from ..context import Context
+from ..context import Context, LoopInfo, grad_context
 from ..kinds import MODULE, NUMBER
 from ..registry import check
 from ._common import call_chain, chain_root, name_like, receiver, unparse
-from ._flow import Flow, flow_of, grad_disabled_here, key, module_node, scope_node
+from ._flow import (
+    Flow,
+    backward_roots,
+    flow_of,
+    grad_disabled_here,
+    is_backward,
+    key,
+    module_node,
+    scope_node,
+    walk_scope,
+)
 
 # Tensor methods whose result still carries the receiver's autograd graph.
 _KEEPS_GRAPH = frozenset(
@@ -541,4 +551,245 @@ def backward_under_no_grad(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call, 50)}` runs under `{ctx.grad_mode}`, where no graph is recorded.",
         f"Move the forward pass and `.backward()` out of the `{ctx.grad_mode}` block.",
+    )
+
+
+# ---- TM408: evaluation loops that record graphs nobody back-propagates ---------------------
+
+Pos = tuple[int, int]
+
+
+def _pos(node: ast.AST) -> Pos:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def _end(node: ast.AST) -> Pos:
+    return (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
+
+
+def _mode_switches(scope: ast.AST) -> tuple[list[tuple[Pos, str]], list[tuple[Pos, str]]]:
+    """`(position, receiver)` of every `m.eval()` (and `m.train(False)`) and of every
+    `m.train()` in the scope."""
+    evals: list[tuple[Pos, str]] = []
+    trains: list[tuple[Pos, str]] = []
+    for sub in walk_scope(scope):
+        if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)):
+            continue
+        name = sub.func.attr
+        recv = ast.unparse(sub.func.value)
+        if name == "eval" and not sub.args and not sub.keywords:
+            evals.append((_pos(sub), recv))
+        elif name == "train":
+            mode = sub.args[0] if sub.args else (sub.keywords[0].value if sub.keywords else None)
+            if isinstance(mode, ast.Constant) and mode.value is False:
+                evals.append((_pos(sub), recv))
+            else:
+                trains.append((_pos(sub), recv))
+    return evals, trains
+
+
+def _frozen_modules(ctx: Context) -> set[str]:
+    """Modules whose parameters are all switched off: `m.requires_grad_(False)`, or
+    `for p in m.parameters(): p.requires_grad = False` (a forward through them records nothing)."""
+    mod = module_node(ctx)
+    if mod is None:
+        return set()
+    cached = getattr(mod, "_torchmagic_frozen", None)
+    if isinstance(cached, set):
+        return cached
+    out: set[str] = set()
+    for sub in ast.walk(mod):
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr == "requires_grad_"
+            and sub.args
+            and isinstance(sub.args[0], ast.Constant)
+            and sub.args[0].value is False
+        ):
+            out.add(ast.unparse(sub.func.value))
+        if (
+            isinstance(sub, ast.For)
+            and isinstance(sub.iter, ast.Call)
+            and isinstance(sub.iter.func, ast.Attribute)
+            and sub.iter.func.attr == "parameters"
+        ):
+            for inner in ast.walk(sub):
+                off = (
+                    isinstance(inner, ast.Assign)
+                    and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in inner.targets)
+                    and isinstance(inner.value, ast.Constant)
+                    and inner.value.value is False
+                ) or (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr == "requires_grad_"
+                    and inner.args
+                    and isinstance(inner.args[0], ast.Constant)
+                    and inner.args[0].value is False
+                )
+                if off:
+                    out.add(ast.unparse(sub.iter.func.value))
+    mod._torchmagic_frozen = out  # type: ignore[attr-defined]
+    return out
+
+
+def _body_nodes(loop: ast.AST, ctx: Context, guarded: bool = False) -> list[tuple[ast.AST, bool]]:
+    """The loop's own nodes with whether a `no_grad`-like block guards them; nested statement
+    loops (they are checked on their own) and function bodies are left out."""
+    out: list[tuple[ast.AST, bool]] = []
+    children = (
+        [*loop.body, *getattr(loop, "orelse", [])]
+        if isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+        else []
+    )
+
+    def visit(node: ast.AST, g: bool) -> None:
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, *(_FN_NODES))):
+            return
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            g = g or any(_grad_off(ctx, i.context_expr) for i in node.items)
+        out.append((node, g))
+        for child in ast.iter_child_nodes(node):
+            visit(child, g)
+
+    for stmt in children:
+        visit(stmt, guarded)
+    return out
+
+
+_FN_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+# calls in an evaluation loop that may train through a helper the linter cannot see
+_TRAINING_WORDS = ("train", "fit", "backward", "attack", "adversar")
+
+
+def _grad_off(ctx: Context, expr: ast.AST) -> bool:
+    if isinstance(expr, ast.Call) and ctx.qualname(expr.func) in (
+        "torch.set_grad_enabled",
+        "torch.autograd.set_grad_enabled",
+    ):
+        a = expr.args[0] if expr.args else None
+        return not (isinstance(a, ast.Constant) and a.value is True)
+    return grad_context(ctx, expr) in ("no_grad", "inference_mode")
+
+
+def _calls_backward(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+    """`node` back-propagates, steps an optimizer, or calls a function of this file that does."""
+    for sub in ast.walk(node):
+        if not isinstance(sub, ast.Call):
+            continue
+        if is_backward(ctx, sub):
+            return True
+        f = sub.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if name == "step" and isinstance(f, ast.Attribute) and name_like(f.value, "opt", "scaler"):
+            return True
+        if name != "train" and any(w in name.lower() for w in _TRAINING_WORDS):
+            return True
+        if depth < 2:
+            target = None
+            if isinstance(f, ast.Name):
+                target = ctx.origin(f)
+            elif (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and f.value.id == "self"
+                and ctx.cls
+            ):
+                target = next(
+                    (s for s in ctx.cls.node.body if isinstance(s, _FN_NODES[:2]) and s.name == f.attr), None
+                )
+            if (
+                isinstance(target, _FN_NODES[:2])
+                and target is not node
+                and _calls_backward(ctx, target, depth + 1)
+            ):
+                return True
+    return False
+
+
+def _bound_in(node: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        targets: list[ast.AST] = []
+        if isinstance(sub, ast.Assign):
+            targets = list(sub.targets)
+        elif isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For)):
+            targets = [sub.target]
+        elif (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr in ("append", "extend")
+        ):
+            targets = [sub.func.value]
+        for t in targets:
+            for e in ast.walk(t):
+                k = key(e) if isinstance(e, (ast.Name, ast.Attribute, ast.Subscript)) else None
+                if k:
+                    out.add(k)
+    return out
+
+
+def _target_text(t: ast.AST, top: bool = True) -> str:
+    if isinstance(t, (ast.Tuple, ast.List)):
+        inner = ", ".join(_target_text(e, False) for e in t.elts)
+        return inner if top else f"({inner})"
+    return ast.unparse(t)
+
+
+def _loop_head(node: ast.AST) -> str:
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        target = _target_text(node.target)
+        return f"for {target if len(target) <= 24 else '...'} in {unparse(node.iter, 30)}"
+    return f"while {unparse(node.test, 30)}"  # type: ignore[attr-defined]
+
+
+@check("TM408", loops=True)
+def eval_without_no_grad(loop: LoopInfo, ctx: Context) -> None:
+    node = loop.node
+    if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or ctx.in_forward:
+        return
+    if grad_disabled_here(ctx):
+        return
+    scope = scope_node(ctx)
+    evals, trains = _mode_switches(scope)
+    if not evals:
+        return
+    frozen = _frozen_modules(ctx)
+    forward = None
+    for sub, guarded in _body_nodes(node, ctx):
+        if guarded or not isinstance(sub, ast.Call):
+            continue
+        f = sub.func
+        if isinstance(f, ast.Attribute) and f.attr == "forward":
+            f = f.value
+        recv = ast.unparse(f)
+        if recv in frozen:
+            continue
+        at = _pos(sub)
+        last_eval = max((p for p, r in evals if r == recv and p < at), default=None)
+        if last_eval is None:
+            continue
+        if any(last_eval < p < at for p, r in trains if r == recv):
+            continue
+        forward = (sub, recv)
+        break
+    if forward is None or _calls_backward(ctx, node):
+        return
+    call, recv = forward
+    # the loop's outputs feed a backward further down (before the model goes back to training)
+    flow = flow_of(ctx, scope)
+    barrier = min((p for p, _ in trains if p > _pos(call)), default=(10**9, 0))
+    later = [c for c in flow.backward_calls if _end(node) < _pos(c) < barrier]
+    if later:
+        bound = _bound_in(node)
+        for c in later:
+            if flow.closure(backward_roots(c)) & bound:
+                return
+    ctx.flag(
+        node,
+        f"`{_loop_head(node)}` runs `{unparse(call.func, 30)}(...)` after `{recv}.eval()` with gradients on:"
+        " every forward records a graph and keeps its activations, and nothing back-propagates them.",
+        "Run the evaluation under `with torch.no_grad():` (or decorate the function with"
+        " `@torch.no_grad()`); `torch.inference_mode()` is faster where the outputs never feed training.",
     )
