@@ -28,7 +28,7 @@ RULES = [
             """,
         fix="    total += loss.item()          # outside hot loops: loss.detach()",
         not_flagged="""
-            accumulation of `loss.item()`/`loss.detach()`; tensors with `grad_fn` that are the model's live output of the last step only (one tensor) are info; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); a sum the function returns (its caller may back-propagate it) unless its terms were already back-propagated; accumulation under `no_grad`/`inference_mode`/`set_grad_enabled(False)`, including in a function the file only calls under them; live: a graph whose saved tensors were already freed by `.backward()`, a graph the notebook back-propagates through in a later cell, a recurrent hidden state; a small inference output computed with grad on is at most info, and its fix is `torch.inference_mode()`, not `.detach()`
+            accumulation of `loss.item()`/`loss.detach()`; tensors with `grad_fn` that are the model's live output of the last step only (one tensor) are info; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); a sum the function returns (its caller may back-propagate it) unless its terms were already back-propagated; accumulation under `no_grad`/`inference_mode`/`set_grad_enabled(False)`, including in a function the file calls under them; live: a graph whose saved tensors were already freed by `.backward()`, a graph the notebook back-propagates through in a later cell, a recurrent hidden state; a small inference output computed with grad on is at most info, and its fix is `torch.inference_mode()`, not `.detach()`
             """,
     ),
     Rule(
@@ -191,7 +191,7 @@ RULES = [
             loops that call `backward()`, `torch.autograd.grad` or an optimizer's `step()` (saliency
             maps, adversarial examples, fine-tuning with frozen batch norm), also through a helper of
             the same file; loops whose outputs a later `backward()` uses; functions decorated with
-            `no_grad`/`inference_mode` or that the file only calls under them; forwards under
+            `no_grad`/`inference_mode` or that the file calls under them; forwards under
             `with torch.no_grad()`, `inference_mode()` or `set_grad_enabled(<not True>)` at any level;
             modules whose parameters are all frozen (`requires_grad_(False)`); a module put back
             in training mode before the loop; `generate()`-style methods (they disable gradients
