@@ -53,7 +53,9 @@ RULES = [
                 preds = model(x)
             """,
         not_flagged="""
-            blocks that mutate parameters (`p.copy_`, `p -= lr * p.grad`, init code), which need `no_grad`
+            blocks that mutate parameters (`p.copy_`, `p -= lr * p.grad`, init code), which need `no_grad`;
+            files using `torch.distributed.rpc`, where the forward may run remotely and the local
+            grad mode does not govern it
             """,
     ),
     Rule(

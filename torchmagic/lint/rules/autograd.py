@@ -141,6 +141,8 @@ def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
     item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
     if item is None or ctx.in_module_method:
         return
+    if any(v.startswith("torch.distributed.rpc") for v in ctx.imports.values()):
+        return  # the forward may run remotely: the local grad mode does not govern it
     if any(_mutates(ctx, stmt) for stmt in node.body) or not _runs_a_model(ctx, node.body):
         return
     # Tensors made under inference_mode cannot be saved for backward later: a no_grad target
