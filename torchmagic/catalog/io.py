@@ -9,8 +9,8 @@ RULES = [
         "warning",
         evidence=("static",),
         what="""
-            Flags `torch.save(model, f)` where `model` is an `nn.Module`, and a checkpoint dict that
-            holds one (`{"model": model, "optimizer": optimizer}`). A module is known from what
+            Flags `torch.save(model, f)` where `model` is an `nn.Module`, and a checkpoint dict or list
+            that holds one (`{"model": model, "optimizer": optimizer}`, `[model, criterion, opt]`). A module is known from what
             built it (an `nn.Module` class of the file or of torch, `torchvision.models.*`,
             `timm.create_model`, `torch.hub.load`, the live namespace), from its use as one (the
             name has `.parameters()`, `.train()`, `.eval()`, `.apply()` called on it: a class from a

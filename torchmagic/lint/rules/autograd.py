@@ -319,6 +319,13 @@ def _tensor_owner(ctx: Context, owner: ast.AST, node: ast.Attribute) -> bool:
     if isinstance(owner, ast.Name):
         if _loop_source_call(ctx, owner) in (*_PARAM_SOURCES, "params", "hidden"):
             return True
+        if (
+            isinstance(parent, ast.Subscript)
+            and parent.value is node
+            and "loss" in owner.id.lower()
+            and ctx.kind(owner) is None
+        ):
+            return True  # `loss.data[0]`: the 0.3-era way to read a loss, whatever built it
         return _guarded_as_tensor(ctx, owner.id)
     return False
 

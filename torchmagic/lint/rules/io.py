@@ -126,6 +126,8 @@ def _dict_items(ctx: Context, obj: ast.AST) -> list[tuple[str, ast.AST]]:
         ]
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict":
         return [(kw.arg, kw.value) for kw in value.keywords if kw.arg]
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return [(str(i), v) for i, v in enumerate(value.elts)]
     return []
 
 
@@ -143,14 +145,17 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
             f"Save the weights: `torch.save({unparse(obj, 30)}.state_dict(), f)`.",
         )
         return
+    is_dict = not isinstance(ctx.origin(obj) if isinstance(obj, ast.Name) else obj, (ast.List, ast.Tuple))
     for k, v in _dict_items(ctx, obj):
         if _is_module(ctx, v):
             name = unparse(v, 20)
+            where = "checkpoint dict" if is_dict else "list"
+            store = f"'{k}': {name}.state_dict()" if is_dict else f"{name}.state_dict()"
             ctx.flag(
                 call,
-                f"`{unparse(call, 50)}` pickles the whole module `{name}` inside the checkpoint dict,"
+                f"`{unparse(call, 50)}` pickles the whole module `{name}` inside the {where},"
                 " tied to its class path.",
-                f"Store its weights: `'{k}': {name}.state_dict()` (and `optimizer.state_dict()` for an"
+                f"Store its weights: `{store}` (and `optimizer.state_dict()` for an"
                 " optimizer); rebuild the model and `load_state_dict` them.",
             )
             return
