@@ -162,3 +162,17 @@ def test_TM408_is_explained_by_the_cli() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert "eval-without-no-grad" in r.stdout and "## Not flagged" in r.stdout
+
+
+def test_TM403_data_assignment_hints_copy_only_when_it_computes_the_same() -> None:
+    code = """
+import torch.nn as nn
+model = nn.Linear(2, 2)
+for p in model.parameters():
+    p.data = p.data.clamp(-0.01, 0.01)
+    p.data = p.data.half()
+    p.data = saved[p].clone()
+"""
+    same, other = findings(code, "TM403")
+    assert same.line == 5 and same.hint == "Write under no_grad: `with torch.no_grad(): p.copy_(...)`."
+    assert other.line == 7 and "same shape, dtype and device" in other.hint

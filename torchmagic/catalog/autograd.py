@@ -98,7 +98,12 @@ RULES = [
             module or checks the module class. Writes get the write fix (`nn.init.*_` or the same
             in-place call under `torch.no_grad()`, which computes the same values and makes autograd
             raise if the old value was still needed), never `.detach()`, which would write to (or
-            resize) a detached alias; a gradient is written directly (`p.grad.clamp_(...)`)
+            resize) a detached alias; a gradient is written directly (`p.grad.clamp_(...)`). Not flagged:
+            `.data =` swaps that change dtype, device or layout on purpose (`p.data = fn(p.data)`,
+            `b.data = b.to(dtype)`, `.half()`, `resize_(..., memory_format=...)`), which have no
+            drop-in replacement; `p.data = <new tensor>` is told `copy_` only with its condition
+            (same shape, dtype and device), unconditionally only when the new value is built from
+            `p` by elementwise operations
             """,
     ),
     Rule(

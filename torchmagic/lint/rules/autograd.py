@@ -387,6 +387,98 @@ def _tensor_reads(ctx: Context, call: ast.Call, owner: str) -> frozenset[str]:
 _METADATA = frozenset({"device", "dtype", "shape", "is_cuda", "ndim", "size", "dim", "numel", "type"})
 
 
+# tensor methods and torch functions that keep shape, dtype and device (elementwise)
+_SAME_KIND = frozenset(
+    {
+        "clone",
+        "detach",
+        "clamp",
+        "clip",
+        "mul",
+        "add",
+        "sub",
+        "div",
+        "abs",
+        "sign",
+        "sqrt",
+        "exp",
+        "neg",
+        "pow",
+    }
+    | {"masked_fill", "where", "lerp", "addcmul", "addcdiv", "sigmoid", "tanh", "relu", "data", "grad"}
+)
+# conversions: a `.data =` swap with one of these changes dtype, device or layout on purpose
+_CONVERTS = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "type_as", "long", "int", "bool"}
+    | {"contiguous", "pin_memory", "resize_", "view", "reshape", "t", "transpose", "permute", "expand"}
+    | {"as_strided", "to_sparse", "to_dense", "coalesce", "share_memory_"}
+)
+
+
+def _assigned_value(ctx: Context) -> ast.AST | None:
+    for node in reversed(ctx.stack):
+        if isinstance(node, ast.Assign):
+            return node.value
+        if isinstance(node, ast.stmt):
+            return None
+    return None
+
+
+def _in_conversion_swap(ctx: Context) -> bool:
+    for node in reversed(ctx.stack):
+        if isinstance(node, ast.Assign):
+            return any(
+                isinstance(t, ast.Attribute)
+                and t.attr == "data"
+                and _swap_kind(ctx, node.value, ast.unparse(t.value)) == "convert"
+                for t in node.targets
+            )
+        if isinstance(node, ast.stmt):
+            return False
+    return False
+
+
+def _swap_kind(ctx: Context, value: ast.AST, owner: str, depth: int = 0) -> str:
+    """ "same": built from the owner by elementwise ops (same shape, dtype, device); "convert":
+    a conversion or a function the linter cannot see (`fn(p.data)`, `p.to(dtype)`); "other"."""
+    if isinstance(value, ast.Name) and depth == 0:
+        origin = ctx.origin(value)
+        if origin is not None:
+            return _swap_kind(ctx, origin, owner, 1)
+    same_ops = True
+    for sub in ast.walk(value):
+        if not isinstance(sub, ast.Call):
+            continue
+        f = sub.func
+        if isinstance(f, ast.Attribute):
+            q = ctx.qualname(f) or ""
+            if f.attr in _CONVERTS:
+                return "convert"
+            if q.startswith("torch.") and not q.startswith(("torch.nn.", "torch.autograd.")):
+                same_ops = same_ops and f.attr in _SAME_KIND
+            else:
+                same_ops = same_ops and f.attr in _SAME_KIND
+        elif isinstance(f, ast.Name):
+            if not (ctx.qualname(f) or "").startswith("torch."):
+                return "convert"  # `fn(param.data)`: whatever fn does to dtype and device
+            same_ops = False
+    parents = {id(c): n for n in ast.walk(value) for c in ast.iter_child_nodes(n)}
+
+    def operand(n: ast.AST) -> bool:
+        """The owner itself (or its `.data`/`.grad`), not the root of another attribute."""
+        up = parents.get(id(n))
+        return not (isinstance(up, ast.Attribute) and up.value is n and up.attr not in ("data", "grad"))
+
+    mentions_owner = any(
+        ast.unparse(n) == owner and operand(n)
+        for n in ast.walk(value)
+        if isinstance(n, (ast.Name, ast.Attribute))
+    )
+    if same_ops and mentions_owner and not any(isinstance(n, ast.Subscript) for n in ast.walk(value)):
+        return "same"
+    return "other"
+
+
 def _param_like(ctx: Context, owner: ast.AST) -> bool:
     return (isinstance(owner, ast.Attribute) and owner.attr in ("weight", "bias")) or ctx.kind(
         owner
@@ -402,6 +494,8 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     if not _tensor_owner(ctx, owner_node, node):
         return
     owner = unparse(owner_node, 40)
+    if isinstance(node.ctx, ast.Load) and _in_conversion_swap(ctx):
+        return  # `p.data = fn(p.data)`: the read is part of the swap
     grand = ctx.stack[-2] if len(ctx.stack) >= 2 else None
     method = (
         parent.attr
@@ -469,13 +563,20 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             )
             return
     if isinstance(node.ctx, ast.Store):
-        ctx.flag(
-            node,
-            f"`{owner}.data = ...` replaces the tensor behind autograd's back.",
-            f"Assign the gradient itself: `{owner} = ...` (it is not part of any graph)."
-            if owner.endswith(".grad")
-            else f"Write under no_grad: `with torch.no_grad(): {owner}.copy_(...)` (same shape).",
-        )
+        value = _assigned_value(ctx)
+        swap = _swap_kind(ctx, value, owner) if value is not None else "other"
+        if swap == "convert":
+            return  # a deliberate swap of dtype, device or layout: `.data =` is the only way to do it
+        if owner.endswith(".grad"):
+            fix = f"Assign the gradient itself: `{owner} = ...` (it is not part of any graph)."
+        elif swap == "same":
+            fix = f"Write under no_grad: `with torch.no_grad(): {owner}.copy_(...)`."
+        else:
+            fix = (
+                f"Write under no_grad: `with torch.no_grad(): {owner}.copy_(...)` when the new value has"
+                " the same shape, dtype and device (`copy_` keeps the tensor's own)."
+            )
+        ctx.flag(node, f"`{owner}.data = ...` replaces the tensor behind autograd's back.", fix)
         return
     if isinstance(parent, ast.AugAssign) and parent.target is node:
         op = _OPS.get(type(parent.op), "+")
@@ -579,6 +680,9 @@ def _end(node: ast.AST) -> Pos:
 def _mode_switches(scope: ast.AST) -> tuple[list[tuple[Pos, str]], list[tuple[Pos, str]]]:
     """`(position, receiver)` of every `m.eval()` (and `m.train(False)`) and of every
     `m.train()` in the scope."""
+    cached = getattr(scope, "_torchmagic_modes", None)
+    if isinstance(cached, tuple):
+        return cached
     evals: list[tuple[Pos, str]] = []
     trains: list[tuple[Pos, str]] = []
     for sub in walk_scope(scope):
@@ -594,6 +698,7 @@ def _mode_switches(scope: ast.AST) -> tuple[list[tuple[Pos, str]], list[tuple[Po
                 evals.append((_pos(sub), recv))
             else:
                 trains.append((_pos(sub), recv))
+    scope._torchmagic_modes = (evals, trains)  # type: ignore[attr-defined]
     return evals, trains
 
 
