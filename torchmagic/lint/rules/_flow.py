@@ -220,12 +220,38 @@ def grad_off_calls(ctx: Context) -> set[str]:
         for child in ast.iter_child_nodes(node):
             visit(child, off)
 
-    visit(mod, False)
+    if any(w in line for line in ctx.lines for w in ("no_grad", "inference_mode", "set_grad_enabled")):
+        visit(mod, False)
     mod._torchmagic_grad_off = out  # type: ignore[attr-defined]
     return out
 
 
-def grad_disabled_here(ctx: Context) -> bool:
+def _switched_off_before(ctx: Context, scope: ast.AST | None, line: int) -> bool:
+    """A statement `torch.set_grad_enabled(False)` (or `torch.no_grad().__enter__()`) earlier in
+    the scope: gradients stay off from there on."""
+    if scope is None:
+        return False
+    lines = getattr(scope, "_torchmagic_grad_off_lines", None)
+    if not isinstance(lines, list):
+        lines = []
+        for node in walk_scope(scope):
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+                continue
+            call = node.value
+            q = ctx.qualname(call.func) or ""
+            off = False
+            if q in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled"):
+                a = call.args[0] if call.args else None
+                off = isinstance(a, ast.Constant) and a.value is False
+            elif isinstance(call.func, ast.Attribute) and call.func.attr == "__enter__":
+                off = _disables_grad(ctx, call.func.value)
+            if off:
+                lines.append(node.lineno)
+        scope._torchmagic_grad_off_lines = lines  # type: ignore[attr-defined]
+    return any(n < line for n in lines)
+
+
+def grad_disabled_here(ctx: Context, line: int | None = None) -> bool:
     """The code runs with gradients off: a `no_grad`/`inference_mode` block or decorator
     (`ctx.grad_mode`), `set_grad_enabled(<not True>)`, or an enclosing function that the module
     only calls under one of them."""
@@ -236,6 +262,12 @@ def grad_disabled_here(ctx: Context) -> bool:
             _disables_grad(ctx, i.context_expr) for i in node.items
         ):
             return True
+    if line is None:
+        line = next((getattr(n, "lineno", 0) for n in reversed(ctx.stack) if hasattr(n, "lineno")), 0)
+    if _switched_off_before(ctx, module_node(ctx), line) or (
+        ctx.frame.node is not None and _switched_off_before(ctx, ctx.frame.node, line)
+    ):
+        return True
     off = grad_off_calls(ctx)
     for frame in ctx.frames:
         fn = frame.node

@@ -63,20 +63,29 @@ def _graph_still_needed(acc: str | None, graphs: set[str], flow: Flow) -> bool:
     return "." in acc and not used
 
 
+def _mentions_backward(ctx: Context) -> bool:
+    mod = module_node(ctx)
+    cached = getattr(mod, "_torchmagic_backward", None)
+    if isinstance(cached, bool):
+        return cached
+    found = any("backward" in line or "autograd" in line for line in ctx.lines)
+    if mod is not None:
+        mod._torchmagic_backward = found  # type: ignore[attr-defined]
+    return found
+
+
 _TM401_HINT = "Accumulate a number: `total += loss.item()` (or `loss.detach()` to stay on the device)."
 
 
 @check("TM401", nodes=(ast.AugAssign, ast.Assign), calls={"append"})
 def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
-    if not ctx.in_loop or grad_disabled_here(ctx):
+    if not ctx.in_loop:
         return
-    flow = flow_of(ctx, scope_node(ctx))
+    # the accumulation's shape first (cheap), then what the scope does with it
     if isinstance(node, ast.AugAssign):
         if not isinstance(node.op, ast.Add):
             return
-        graphs = _graph_names(ctx, node.value, flow)
-        acc = key(node.target)
-        label = f"{unparse(node.target, 20)} += {unparse(node.value, 30)}"
+        value, acc = node.value, key(node.target)
     elif isinstance(node, ast.Assign):
         # total = total + loss
         v = node.value
@@ -86,31 +95,38 @@ def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
             return
         if v.left.id != node.targets[0].id:
             return
-        graphs = _graph_names(ctx, v.right, flow)
-        acc = node.targets[0].id
-        label = unparse(node, 50)
+        value, acc = v.right, node.targets[0].id
     else:
         call: ast.Call = node  # type: ignore[assignment]
         if len(call.args) != 1 or ctx.is_tensor(receiver(call)):  # type: ignore[arg-type]
             return
-        graphs = _graph_names(ctx, call.args[0], flow)
-        if not graphs or _graph_still_needed(key(receiver(call)), graphs, flow):
-            return
-        ctx.flag(
-            call,
-            f"`{unparse(call, 50)}` keeps the autograd graph of every iteration alive.",
-            "Store a number: `"
-            + unparse(call.func, 30)
-            + f"({unparse(call.args[0], 20)}.item())` (or `.detach()` to stay on the device).",
-        )
+        value, acc = call.args[0], key(receiver(call))
+    names = [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
+    if not names:
         return
+    if not any("loss" in n.lower() for n in names) and not _mentions_backward(ctx):
+        return  # nothing is back-propagated anywhere, and nothing is named like a loss
+    flow = flow_of(ctx, scope_node(ctx))
+    graphs = _graph_names(ctx, value, flow)
     if not graphs or _graph_still_needed(acc, graphs, flow):
         return
-    ctx.flag(
-        node,
-        f"`{label}` keeps the autograd graph of every iteration alive.",
-        _TM401_HINT,
+    if grad_disabled_here(ctx, getattr(node, "lineno", None)):
+        return
+    if isinstance(node, ast.Call):
+        ctx.flag(
+            node,
+            f"`{unparse(node, 50)}` keeps the autograd graph of every iteration alive.",
+            "Store a number: `"
+            + unparse(node.func, 30)
+            + f"({unparse(node.args[0], 20)}.item())` (or `.detach()` to stay on the device).",
+        )
+        return
+    label = (
+        f"{unparse(node.target, 20)} += {unparse(node.value, 30)}"
+        if isinstance(node, ast.AugAssign)
+        else unparse(node, 50)
     )
+    ctx.flag(node, f"`{label}` keeps the autograd graph of every iteration alive.", _TM401_HINT)
 
 
 # In-place methods and writes that need `no_grad` (and would fail under inference_mode's
@@ -230,7 +246,7 @@ def _applied_functions(ctx: Context) -> set[str]:
     if isinstance(cached, set):
         return cached
     out: set[str] = set()
-    for sub in ast.walk(mod):
+    for sub in ast.walk(mod) if any(".apply(" in line for line in ctx.lines) else ():
         if (
             isinstance(sub, ast.Call)
             and isinstance(sub.func, ast.Attribute)
@@ -702,6 +718,19 @@ def _mode_switches(scope: ast.AST) -> tuple[list[tuple[Pos, str]], list[tuple[Po
     return evals, trains
 
 
+def _module_switches_to_eval(ctx: Context) -> bool:
+    """Any `x.eval()` or `x.train(False)` in the file or cell (read from its text, kept on the tree)."""
+    mod = module_node(ctx)
+    if mod is None:
+        return True
+    cached = getattr(mod, "_torchmagic_has_eval", None)
+    if isinstance(cached, bool):
+        return cached
+    found = any(".eval(" in line or ".train(" in line for line in ctx.lines)
+    mod._torchmagic_has_eval = found  # type: ignore[attr-defined]
+    return found
+
+
 def _frozen_modules(ctx: Context) -> set[str]:
     """Modules whose parameters are all switched off: `m.requires_grad_(False)`, or
     `for p in m.parameters(): p.requires_grad = False` (a forward through them records nothing)."""
@@ -712,7 +741,7 @@ def _frozen_modules(ctx: Context) -> set[str]:
     if isinstance(cached, set):
         return cached
     out: set[str] = set()
-    for sub in ast.walk(mod):
+    for sub in ast.walk(mod) if any("requires_grad" in line for line in ctx.lines) else ():
         if (
             isinstance(sub, ast.Call)
             and isinstance(sub.func, ast.Attribute)
@@ -863,11 +892,11 @@ def eval_without_no_grad(loop: LoopInfo, ctx: Context) -> None:
     node = loop.node
     if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or ctx.in_forward:
         return
-    if grad_disabled_here(ctx):
+    if not _module_switches_to_eval(ctx):
         return
     scope = scope_node(ctx)
     evals, trains = _mode_switches(scope)
-    if not evals:
+    if not evals or all(p > _end(node) for p, _ in evals):
         return
     frozen = _frozen_modules(ctx)
     forward = None
@@ -888,7 +917,7 @@ def eval_without_no_grad(loop: LoopInfo, ctx: Context) -> None:
             continue
         forward = (sub, recv)
         break
-    if forward is None or _calls_backward(ctx, node):
+    if forward is None or _calls_backward(ctx, node) or grad_disabled_here(ctx, node.lineno):
         return
     call, recv = forward
     # the loop's outputs feed a backward further down (before the model goes back to training)

@@ -113,13 +113,15 @@ def missing_zero_grad(loop: LoopInfo, ctx: Context) -> None:
     backward = step = None
     for call in loop.calls:
         m = _method(call)
-        if m == "zero_grad" or _zeroes_in_helper(ctx, call):
+        if m == "zero_grad":
             return
         if m == "backward" and backward is None:
             backward = call
         elif step is None and _optimizer_step(ctx, call):
             step = call
     if backward is None or step is None or _clears_grads_by_hand(loop.node):
+        return
+    if any(_zeroes_in_helper(ctx, call) for call in loop.calls):
         return
     if _distributed(ctx, loop.node, step):
         return
