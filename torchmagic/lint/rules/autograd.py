@@ -555,13 +555,16 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             severity="info",
         )
         return
-    if isinstance(parent, ast.Attribute) and parent.attr in _METADATA:
-        ctx.flag(
-            node,
-            f"`{owner}.data.{parent.attr}` reads the tensor behind autograd's back.",
-            f"Drop `.data`: `{owner}.{parent.attr}` is the same.",
-        )
-        return
+    if isinstance(parent, ast.Attribute) and (parent.attr in _METADATA or parent.attr.startswith("new")):
+        return  # `x.data.device`, `x.data.new(...)`: metadata or a factory, no value is read
+    if (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id in ("isinstance", "type")
+        and parent.args
+        and parent.args[0] is node
+    ):
+        return  # `isinstance(x.data, torch.cuda.FloatTensor)`: a type check
     if isinstance(parent, ast.Subscript) and parent.value is node:
         if isinstance(parent.ctx, ast.Store):
             ctx.flag(
