@@ -10,9 +10,11 @@ RULES = [
         evidence=("static", "live"),
         what="""
             Flags a loss (or any tensor that was `.backward()`-ed) accumulated into a Python variable
-            or list across loop iterations without `.item()`/`.detach()`: `total += loss`,
-            `losses.append(loss)`. Live: a namespace variable (or list) holding tensors with a
-            `grad_fn` after the cell.
+            or list across loop iterations without `.item()`/`.detach()` (`total += loss`,
+            `losses.append(loss)`) when its graph is no longer needed: the value was already
+            back-propagated, or nothing in the function back-propagates the sum, the list or
+            anything built from them, and gradients are on. Live: a namespace variable (or list)
+            holding tensors with a `grad_fn` after the cell.
             """,
         why="""
             Each stored tensor keeps its whole autograd graph — every activation of that step — in
@@ -26,7 +28,7 @@ RULES = [
             """,
         fix="    total += loss.item()          # outside hot loops: loss.detach()",
         not_flagged="""
-            accumulation of `loss.item()`/`loss.detach()`; tensors with `grad_fn` that are the model's live output of the last step only (one tensor) are info; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); accumulation under `no_grad`/`inference_mode`; live: a graph whose saved tensors were already freed by `.backward()`, a graph the notebook back-propagates through in a later cell, a recurrent hidden state; a small inference output computed with grad on is at most info, and its fix is `torch.inference_mode()`, not `.detach()`
+            accumulation of `loss.item()`/`loss.detach()`; tensors with `grad_fn` that are the model's live output of the last step only (one tensor) are info; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); a sum the function returns (its caller may back-propagate it) unless its terms were already back-propagated; accumulation under `no_grad`/`inference_mode`/`set_grad_enabled(False)`, including in a function the file calls under them; live: a graph whose saved tensors were already freed by `.backward()`, a graph the notebook back-propagates through in a later cell, a recurrent hidden state; a small inference output computed with grad on is at most info, and its fix is `torch.inference_mode()`, not `.detach()`
             """,
     ),
     Rule(
@@ -51,7 +53,9 @@ RULES = [
                 preds = model(x)
             """,
         not_flagged="""
-            blocks that mutate parameters (`p.copy_`, `p -= lr * p.grad`, init code), which need `no_grad`
+            blocks that mutate parameters (`p.copy_`, `p -= lr * p.grad`, init code), which need `no_grad`;
+            files using `torch.distributed.rpc`, where the forward may run remotely and the local
+            grad mode does not govern it
             """,
     ),
     Rule(
@@ -59,21 +63,49 @@ RULES = [
         "data-attribute",
         "warning",
         evidence=("static",),
-        what="Flags reads and writes of `.data` on a tensor or parameter.",
+        what="""
+            Flags reads and writes of `.data` on a tensor, parameter or gradient: in-place writes
+            (`w.data.normal_()`, `p.data.add_(...)`, `p.grad.data.clamp_()`, `p.data = ...`), reads
+            (`h.data`, `Variable(h.data)`), `.data.resize_()`/`.set_()`/`.t_()`, and `loss.data[0]`.
+            Owners it recognises: tensors, the parameters of a known module (`m.weight` in an init
+            function applied with `model.apply(...)` or checking `isinstance(m, nn.Conv2d)`, modules
+            from `.modules()`), loop variables over `.parameters()` or `group["params"]` (also
+            through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments.
+            """,
         why="""
             `.data` gives a tensor that autograd does not track: in-place changes through it are not
             seen by the version counter, so wrong gradients are computed silently instead of raising.
+            Shape changes through it (`resize_`, `set_`, `t_`, `unsqueeze_`) only change a detached
+            alias: the tensor itself keeps its old shape on current PyTorch. `loss.data[0]` indexes a
+            0-dim tensor and raises since PyTorch 0.4.
             """,
         example="""
             w = layer.weight.data
+            layer.bias.data.fill_(0)
             p.data -= lr * p.grad
+            print(loss.data[0])
             """,
         fix="""
             w = layer.weight.detach()
+            nn.init.zeros_(layer.bias)          # or: with torch.no_grad(): layer.bias.fill_(0)
             with torch.no_grad():
-                p -= lr * p.grad          # or p.copy_(...), nn.init.*_
+                p -= lr * p.grad
+            print(loss.item())
             """,
-        not_flagged="`dataset.data`, `batch.data` where the owner is clearly not a tensor (live: not a Tensor)",
+        not_flagged="""
+            `dataset.data`, `batch.data`, `response.data` and any owner not known to be a tensor (live: not
+            a Tensor); `.data` that reads no value: metadata (`x.data.device`, `.shape`, `.size()`),
+            factories (`x.data.new(...)`), type checks (`isinstance(x.data, ...)`); a function argument `m` with `m.weight.data` unless the function is applied to a
+            module or checks the module class. Writes get the write fix (`nn.init.*_` or the same
+            in-place call under `torch.no_grad()`, which computes the same values and makes autograd
+            raise if the old value was still needed), never `.detach()`, which would write to (or
+            resize) a detached alias; a gradient is written directly (`p.grad.clamp_(...)`). Not flagged:
+            `.data =` swaps that change dtype, device or layout on purpose (`p.data = fn(p.data)`,
+            `b.data = b.to(dtype)`, `.half()`, `resize_(..., memory_format=...)`), which have no
+            drop-in replacement; `p.data = <new tensor>` is told `copy_` only with its condition
+            (same shape, dtype and device), unconditionally only when the new value is built from
+            `p` by elementwise operations
+            """,
     ),
     Rule(
         "TM404",
@@ -128,5 +160,50 @@ RULES = [
             loss.backward()
             """,
         overrides=("TM402",),
+    ),
+    Rule(
+        "TM408",
+        "eval-without-no-grad",
+        "warning",
+        evidence=("static",),
+        what="""
+            Flags a loop that runs forward passes of a module after `model.eval()` (no `model.train()`
+            in between) with gradients on: no `no_grad`/`inference_mode` block around the loop or the
+            forward, no decorator, no `backward()` (or `torch.autograd.grad`, optimizer step) in the
+            loop, and nothing after it that back-propagates what it computed. Reported at the loop.
+            """,
+        why="""
+            `model.eval()` only switches dropout and batch norm to inference; it does not stop
+            autograd. Every forward still records a graph and keeps the activations each layer saves
+            for backward until the output is dropped: evaluation uses as much memory as training,
+            runs slower, and `volatile=True` (the old way to stop it) has been ignored since 0.4.
+            """,
+        example="""
+            def evaluate(model, loader):
+                model.eval()
+                correct = 0
+                for x, y in loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+                return correct
+            """,
+        fix="""
+            @torch.no_grad()
+            def evaluate(model, loader):
+                model.eval()
+                correct = 0
+                for x, y in loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+                return correct
+            """,
+        not_flagged="""
+            loops that call `backward()`, `torch.autograd.grad` or an optimizer's `step()` (saliency
+            maps, adversarial examples, fine-tuning with frozen batch norm), also through a helper of
+            the same file; loops whose outputs a later `backward()` uses; functions decorated with
+            `no_grad`/`inference_mode` or that the file calls under them; forwards under
+            `with torch.no_grad()`, `inference_mode()` or `set_grad_enabled(<not True>)` at any level;
+            modules whose parameters are all frozen (`requires_grad_(False)`); a module put back
+            in training mode before the loop; `generate()`-style methods (they disable gradients
+            themselves)
+            """,
     ),
 ]

@@ -9,8 +9,10 @@ RULES = [
         "warning",
         evidence=("static",),
         what="""
-            Flags `for i in range(len(x))` (or `x.size(0)`, `x.shape[0]`) whose body indexes `x[i]`
-            or writes `out[i] = ...` element by element, and `for v in x:` directly over a tensor.
+            Flags `for i in range(len(x))` (or `x.size(0)`, `x.shape[0]`, or a name bound to one:
+            `n = x.size(0)`) whose body indexes `x[i]` or writes `out[i] = ...` element by element,
+            `for v in x:` directly over a tensor, and any `for i in range(...)` that fills a tensor
+            on an accelerator one element at a time (`X[i] = ...`: one small copy per iteration).
             Reported at the `for` line.
             """,
         why="""
@@ -22,7 +24,12 @@ RULES = [
                 out[i] = x[i].max()
             """,
         fix="out = x.max(dim=1).values      # or broadcasting, gather, torch.where",
-        not_flagged="loops over batches from a DataLoader, epochs, layers",
+        not_flagged="""
+            loops over batches from a DataLoader, epochs, layers; recurrences (`h = cell(x[t], h)`)
+            and loops that carry state across iterations (`taken[j] = 1` read again: greedy
+            matching); bodies that only draw, plot, print or write files per item while the tensor
+            is not on an accelerator (PIL boxes, figures); `range(K)` with a literal `K <= 32`
+            """,
     ),
     Rule(
         "TM702",

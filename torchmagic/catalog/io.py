@@ -9,8 +9,13 @@ RULES = [
         "warning",
         evidence=("static",),
         what="""
-            Flags `torch.save(model, f)` where `model` is an `nn.Module` (resolved from what the name
-            was built from, or from the live namespace).
+            Flags `torch.save(model, f)` where `model` is an `nn.Module`, and a checkpoint dict or list
+            that holds one (`{"model": model, "optimizer": optimizer}`, `[model, criterion, opt]`). A module is known from what
+            built it (an `nn.Module` class of the file or of torch, `torchvision.models.*`,
+            `timm.create_model`, `torch.hub.load`, the live namespace), from its use as one (the
+            name has `.parameters()`, `.train()`, `.eval()`, `.apply()` called on it: a class from a
+            sibling module, `model = model.RNNModel(...)`), or it is a function parameter named like
+            a model (`model`, `net`, `netG`, `encoder`) that no call in the file passes weights for.
             """,
         why="""
             Pickling a module stores the path of its class: the file no longer loads after the class
@@ -23,7 +28,11 @@ RULES = [
             torch.save(model.state_dict(), "model.pt")
             model.load_state_dict(torch.load("model.pt", map_location=device))
             """,
-        not_flagged="`state_dict()`, dicts of state dicts (checkpoints), tensors",
+        not_flagged="""
+            `state_dict()`, dicts of state dicts and numbers (checkpoints), tensors, objects of other
+            classes (a vocabulary), parameters of generic helpers (`save(obj, path)`, `model_state`),
+            and a parameter the file passes a state dict for (`save_model(model.state_dict(), p)`)
+            """,
     ),
     Rule(
         "TM602",

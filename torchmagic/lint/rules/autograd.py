@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import ast
+import copy
 
-from ..context import Context
+from ..context import Context, LoopInfo, grad_context
 from ..kinds import MODULE, NUMBER
 from ..registry import check
 from ._common import call_chain, chain_root, name_like, receiver, unparse
-
-
-def _backwarded_in_loop(ctx: Context, name: str) -> bool:
-    for loop in ctx.loops:
-        for c in loop.calls:
-            if isinstance(c.func, ast.Attribute) and c.func.attr == "backward":
-                if isinstance(c.func.value, ast.Name) and c.func.value.id == name:
-                    return True
-    return False
-
+from ._flow import (
+    Flow,
+    backward_roots,
+    flow_of,
+    grad_disabled_here,
+    is_backward,
+    key,
+    module_node,
+    scope_node,
+    walk_scope,
+)
 
 # Tensor methods whose result still carries the receiver's autograd graph.
 _KEEPS_GRAPH = frozenset(
@@ -25,24 +27,51 @@ _KEEPS_GRAPH = frozenset(
 )
 
 
-def _is_graph_tensor(ctx: Context, value: ast.AST) -> bool:
-    """A loss-like tensor that still carries its autograd graph: a name, or arithmetic and
-    graph-keeping methods on one (`loss * x.size(0)`, `loss.mean()`), never `.item()`."""
+def _graph_names(ctx: Context, value: ast.AST, flow: Flow) -> set[str]:
+    """The loss-like names whose graph `value` carries: a name that is back-propagated in this
+    scope or a tensor named like a loss, through arithmetic and graph-keeping methods
+    (`loss * x.size(0)`, `loss.mean()`), never through `.item()`. Empty: not a graph tensor."""
     if isinstance(value, ast.BinOp):
-        return _is_graph_tensor(ctx, value.left) or _is_graph_tensor(ctx, value.right)
+        return _graph_names(ctx, value.left, flow) | _graph_names(ctx, value.right, flow)
     if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
-        return _is_graph_tensor(ctx, value.operand)
+        return _graph_names(ctx, value.operand, flow)
     if (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)
         and value.func.attr in _KEEPS_GRAPH
     ):
-        return _is_graph_tensor(ctx, value.func.value)
+        return _graph_names(ctx, value.func.value, flow)
     if not isinstance(value, ast.Name):
-        return False
-    if _backwarded_in_loop(ctx, value.id):
+        return set()
+    if value.id in flow.direct or (ctx.is_tensor(value) and "loss" in value.id.lower()):
+        return {value.id}
+    return set()
+
+
+def _graph_still_needed(acc: str | None, graphs: set[str], flow: Flow) -> bool:
+    """Accumulating into `acc` is how the program builds what it back-propagates: a sum of loss
+    terms (`style_loss += layer_loss` ... `(a * content + b * style_loss).backward()`), a list
+    of losses stacked into one, or a sum the function returns to a caller that may."""
+    if acc is None:
         return True
-    return ctx.is_tensor(value) and "loss" in value.id.lower()
+    if acc in flow.feeds:
+        return True
+    used = bool(graphs & flow.feeds)  # the values are back-propagated on their own
+    if acc in flow.returned and not used:
+        return True
+    # an attribute (`self.total += loss`) may be back-propagated by another method
+    return "." in acc and not used
+
+
+def _mentions_backward(ctx: Context) -> bool:
+    mod = module_node(ctx)
+    cached = getattr(mod, "_torchmagic_backward", None)
+    if isinstance(cached, bool):
+        return cached
+    found = any("backward" in line or "autograd" in line for line in ctx.lines)
+    if mod is not None:
+        mod._torchmagic_backward = found  # type: ignore[attr-defined]
+    return found
 
 
 _TM401_HINT = "Accumulate a number: `total += loss.item()` (or `loss.detach()` to stay on the device)."
@@ -50,12 +79,13 @@ _TM401_HINT = "Accumulate a number: `total += loss.item()` (or `loss.detach()` t
 
 @check("TM401", nodes=(ast.AugAssign, ast.Assign), calls={"append"})
 def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
-    if not ctx.in_loop or ctx.grad_mode is not None:
+    if not ctx.in_loop:
         return
+    # the accumulation's shape first (cheap), then what the scope does with it
     if isinstance(node, ast.AugAssign):
-        if not isinstance(node.op, ast.Add) or not _is_graph_tensor(ctx, node.value):
+        if not isinstance(node.op, ast.Add):
             return
-        label = f"{unparse(node.target, 20)} += {unparse(node.value, 30)}"
+        value, acc = node.value, key(node.target)
     elif isinstance(node, ast.Assign):
         # total = total + loss
         v = node.value
@@ -63,28 +93,40 @@ def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
             return
         if not (isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add) and isinstance(v.left, ast.Name)):
             return
-        if v.left.id != node.targets[0].id or not _is_graph_tensor(ctx, v.right):
+        if v.left.id != node.targets[0].id:
             return
-        label = unparse(node, 50)
+        value, acc = v.right, node.targets[0].id
     else:
         call: ast.Call = node  # type: ignore[assignment]
-        if len(call.args) != 1 or not _is_graph_tensor(ctx, call.args[0]):
+        if len(call.args) != 1 or ctx.is_tensor(receiver(call)):  # type: ignore[arg-type]
             return
-        if ctx.is_tensor(receiver(call)):  # type: ignore[arg-type]
-            return
+        value, acc = call.args[0], key(receiver(call))
+    names = [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
+    if not names:
+        return
+    if not any("loss" in n.lower() for n in names) and not _mentions_backward(ctx):
+        return  # nothing is back-propagated anywhere, and nothing is named like a loss
+    flow = flow_of(ctx, scope_node(ctx))
+    graphs = _graph_names(ctx, value, flow)
+    if not graphs or _graph_still_needed(acc, graphs, flow):
+        return
+    if grad_disabled_here(ctx, getattr(node, "lineno", None)):
+        return
+    if isinstance(node, ast.Call):
         ctx.flag(
-            call,
-            f"`{unparse(call, 50)}` keeps the autograd graph of every iteration alive.",
+            node,
+            f"`{unparse(node, 50)}` keeps the autograd graph of every iteration alive.",
             "Store a number: `"
-            + unparse(call.func, 30)
-            + f"({unparse(call.args[0], 20)}.item())` (or `.detach()` to stay on the device).",
+            + unparse(node.func, 30)
+            + f"({unparse(node.args[0], 20)}.item())` (or `.detach()` to stay on the device).",
         )
         return
-    ctx.flag(
-        node,
-        f"`{label}` keeps the autograd graph of every iteration alive.",
-        _TM401_HINT,
+    label = (
+        f"{unparse(node.target, 20)} += {unparse(node.value, 30)}"
+        if isinstance(node, ast.AugAssign)
+        else unparse(node, 50)
     )
+    ctx.flag(node, f"`{label}` keeps the autograd graph of every iteration alive.", _TM401_HINT)
 
 
 # In-place methods and writes that need `no_grad` (and would fail under inference_mode's
@@ -115,6 +157,8 @@ def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
     item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
     if item is None or ctx.in_module_method:
         return
+    if any(v.startswith("torch.distributed.rpc") for v in ctx.imports.values()):
+        return  # the forward may run remotely: the local grad mode does not govern it
     if any(_mutates(ctx, stmt) for stmt in node.body) or not _runs_a_model(ctx, node.body):
         return
     # Tensors made under inference_mode cannot be saved for backward later: a no_grad target
@@ -153,21 +197,418 @@ def _is_backward(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == "backward"
 
 
+# In-place methods that change a tensor's shape or storage: on `.data` they change a detached
+# alias, and the tensor itself keeps its old shape (silently, on current PyTorch).
+_RESHAPES = frozenset(
+    {
+        "resize_",
+        "resize_as_",
+        "set_",
+        "t_",
+        "transpose_",
+        "squeeze_",
+        "unsqueeze_",
+        "as_strided_",
+        "swapdims_",
+        "swapaxes_",
+    }
+)
+# tensor initialisers and their `nn.init` counterparts (same argument order)
+_INIT = {"normal_": "normal_", "uniform_": "uniform_", "fill_": "constant_", "zero_": "zeros_"}
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@"}
+_VARIABLE = ("torch.autograd.Variable", "torch.autograd.variable.Variable")
+_PARAM_SOURCES = frozenset({"parameters", "buffers"})
+_MODULE_SOURCES = frozenset({"modules", "children"})
+
+
+def _loop_source_call(ctx: Context, name: ast.Name) -> str | None:
+    """`parameters` for `for p in model.parameters()`, `params` for `for p in group["params"]`."""
+    src = ctx.loop_source(name.id)
+    while isinstance(src, ast.Call) and isinstance(src.func, ast.Name) and src.args:
+        if src.func.id not in ("list", "tuple", "enumerate", "reversed", "sorted", "iter"):
+            break
+        src = src.args[0]
+    if isinstance(src, ast.Call) and isinstance(src.func, ast.Attribute):
+        return src.func.attr
+    if isinstance(src, ast.Subscript) and isinstance(src.slice, ast.Constant):
+        return str(src.slice.value)
+    if isinstance(src, (ast.Name, ast.Attribute)) and name_like(src, "hidden"):
+        return "hidden"
+    return None
+
+
+def _applied_functions(ctx: Context) -> set[str]:
+    """Functions passed to `module.apply(...)`: their first argument is a module."""
+    mod = module_node(ctx)
+    if mod is None:
+        return set()
+    cached = getattr(mod, "_torchmagic_applied", None)
+    if isinstance(cached, set):
+        return cached
+    out: set[str] = set()
+    for sub in ast.walk(mod) if any(".apply(" in line for line in ctx.lines) else ():
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr == "apply"
+            and len(sub.args) == 1
+        ):
+            a = sub.args[0]
+            if isinstance(a, (ast.Name, ast.Attribute)):
+                out.add(a.id if isinstance(a, ast.Name) else a.attr)
+    mod._torchmagic_applied = out  # type: ignore[attr-defined]
+    return out
+
+
+def _module_argument(ctx: Context, name: ast.Name) -> bool:
+    """`m` in `def weights_init(m): m.weight.data.normal_(...)`: the function is applied with
+    `model.apply(weights_init)`, or checks the class of `m` (`isinstance(m, nn.Conv2d)`,
+    `m.__class__.__name__`)."""
+    if _loop_source_call(ctx, name) in _MODULE_SOURCES:
+        return True
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if name.id not in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args)}:
+        return False
+    if fn.name in _applied_functions(ctx):
+        return True
+    for sub in ast.walk(fn):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "isinstance":
+            if len(sub.args) == 2 and isinstance(sub.args[0], ast.Name) and sub.args[0].id == name.id:
+                if any((ctx.qualname(c) or "").startswith("torch.nn.") for c in ast.walk(sub.args[1])):
+                    return True
+        if (
+            isinstance(sub, ast.Attribute)
+            and sub.attr == "__class__"
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id == name.id
+        ):
+            return True
+    return False
+
+
+def _guarded_as_tensor(ctx: Context, name: str) -> bool:
+    """Inside `if isinstance(h, torch.Tensor):` or `if type(h) == Variable:`."""
+    stack = ctx.stack
+    for i, node in enumerate(stack[:-1]):
+        if not (isinstance(node, ast.If) and any(stack[i + 1] is s for s in node.body)):
+            continue
+        for sub in ast.walk(node.test):
+            if not isinstance(sub, ast.Call):
+                continue
+            q = ctx.qualname(sub.func) or ""
+            args = sub.args
+            if q in ("isinstance", "type", "torch.is_tensor") and args and isinstance(args[0], ast.Name):
+                if args[0].id != name:
+                    continue
+                if q == "torch.is_tensor":
+                    return True
+                others = [*args[1:]] if q == "isinstance" else []
+                if q == "type" and isinstance(node.test, ast.Compare):
+                    others = list(node.test.comparators)
+                for o in others:
+                    oq = ctx.qualname(o) or ""
+                    if oq in _VARIABLE or oq.endswith("Tensor") or oq.endswith("Parameter"):
+                        return True
+    return False
+
+
+def _tensor_owner(ctx: Context, owner: ast.AST, node: ast.Attribute) -> bool:
+    """What `.data` is read from is a tensor (or parameter, or gradient)."""
+    if ctx.is_tensor(owner):
+        return True
+    parent = ctx.parent
+    if isinstance(parent, ast.Call) and node in parent.args and ctx.qualname(parent.func) in _VARIABLE:
+        return True  # `Variable(h.data)`: the old wrapper takes a tensor
+    if isinstance(owner, ast.Attribute) and owner.attr in ("weight", "bias", "grad"):
+        base = owner.value
+        if owner.attr == "grad":
+            return ctx.is_tensor(base) or (
+                isinstance(base, ast.Name) and _loop_source_call(ctx, base) in (*_PARAM_SOURCES, "params")
+            )
+        return isinstance(base, ast.Name) and _module_argument(ctx, base)
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "next":
+        # next(self.parameters()).data
+        a = owner.args[0] if owner.args else None
+        return isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr in _PARAM_SOURCES
+    if isinstance(owner, ast.Name):
+        if _loop_source_call(ctx, owner) in (*_PARAM_SOURCES, "params", "hidden"):
+            return True
+        if (
+            isinstance(parent, ast.Subscript)
+            and parent.value is node
+            and "loss" in owner.id.lower()
+            and ctx.kind(owner) is None
+        ):
+            return True  # `loss.data[0]`: the 0.3-era way to read a loss, whatever built it
+        return _guarded_as_tensor(ctx, owner.id)
+    return False
+
+
+def _scalar_loss(ctx: Context, owner: ast.AST) -> bool:
+    """A reduced loss (0-dim on PyTorch >= 0.4): named like one, or built by a loss function."""
+    value: ast.AST | None = owner
+    if isinstance(owner, ast.Name):
+        low = owner.id.lower()
+        if "loss" in low or low.startswith("err"):
+            return True
+        value = ctx.origin(owner)
+    if not isinstance(value, ast.Call):
+        return False
+    for kw in value.keywords:
+        if kw.arg in ("reduction", "reduce") and not (
+            isinstance(kw.value, ast.Constant) and kw.value.value in ("mean", "sum", True)
+        ):
+            return False
+    q = ctx.qualname(value.func) or ""
+    return "loss" in q.lower() or (ctx.built_by(value.func) or "").endswith("Loss")
+
+
+def _args(call: ast.Call, skip: int = 0, lead: str = "", strip: frozenset[str] = frozenset()) -> str:
+    """`(0.0, 0.02)` for a short argument list, `(...)` for a long one, `()` for none; `lead`
+    goes first (`nn.init.normal_(w, 0.0, 0.02)`); `x.data` reads of the tensors named in
+    `strip` become `x` (the same values under `no_grad`)."""
+
+    class Strip(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            if node.attr == "data" and ast.unparse(node.value) in strip:
+                return self.visit(node.value)
+            return self.generic_visit(node)
+
+    def text(e: ast.AST) -> str:
+        return ast.unparse(Strip().visit(copy.deepcopy(e)) if strip else e)
+
+    parts = [text(a) for a in call.args[skip:]]
+    parts += [f"{k.arg}={text(k.value)}" if k.arg else f"**{text(k.value)}" for k in call.keywords]
+    joined = ", ".join(parts)
+    if len(joined) > 30:
+        joined = "..."
+    return "(" + ", ".join(p for p in (lead, joined) if p) + ")"
+
+
+def _tensor_reads(ctx: Context, call: ast.Call, owner: str) -> frozenset[str]:
+    """The owner and the tensors read through `.data` in a call's arguments."""
+    out = {owner}
+    for sub in ast.walk(call):
+        if isinstance(sub, ast.Attribute) and sub.attr == "data" and isinstance(sub.value, ast.Name):
+            if ctx.is_tensor(sub.value) or _loop_source_call(ctx, sub.value) in (*_PARAM_SOURCES, "params"):
+                out.add(sub.value.id)
+        if isinstance(sub, ast.Attribute) and sub.attr == "data" and isinstance(sub.value, ast.Attribute):
+            if sub.value.attr == "grad":
+                out.add(ast.unparse(sub.value))
+    return frozenset(out)
+
+
+_METADATA = frozenset({"device", "dtype", "shape", "is_cuda", "ndim", "size", "dim", "numel", "type"})
+
+
+# tensor methods and torch functions that keep shape, dtype and device (elementwise)
+_SAME_KIND = frozenset(
+    {
+        "clone",
+        "detach",
+        "clamp",
+        "clip",
+        "mul",
+        "add",
+        "sub",
+        "div",
+        "abs",
+        "sign",
+        "sqrt",
+        "exp",
+        "neg",
+        "pow",
+    }
+    | {"masked_fill", "where", "lerp", "addcmul", "addcdiv", "sigmoid", "tanh", "relu", "data", "grad"}
+)
+# conversions: a `.data =` swap with one of these changes dtype, device or layout on purpose
+_CONVERTS = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "type_as", "long", "int", "bool"}
+    | {"contiguous", "pin_memory", "resize_", "view", "reshape", "t", "transpose", "permute", "expand"}
+    | {"as_strided", "to_sparse", "to_dense", "coalesce", "share_memory_"}
+)
+
+
+def _assigned_value(ctx: Context) -> ast.AST | None:
+    for node in reversed(ctx.stack):
+        if isinstance(node, ast.Assign):
+            return node.value
+        if isinstance(node, ast.stmt):
+            return None
+    return None
+
+
+def _in_conversion_swap(ctx: Context) -> bool:
+    for node in reversed(ctx.stack):
+        if isinstance(node, ast.Assign):
+            return any(
+                isinstance(t, ast.Attribute)
+                and t.attr == "data"
+                and _swap_kind(ctx, node.value, ast.unparse(t.value)) == "convert"
+                for t in node.targets
+            )
+        if isinstance(node, ast.stmt):
+            return False
+    return False
+
+
+def _swap_kind(ctx: Context, value: ast.AST, owner: str, depth: int = 0) -> str:
+    """ "same": built from the owner by elementwise ops (same shape, dtype, device); "convert":
+    a conversion or a function the linter cannot see (`fn(p.data)`, `p.to(dtype)`); "other"."""
+    if isinstance(value, ast.Name) and depth == 0:
+        origin = ctx.origin(value)
+        if origin is not None:
+            return _swap_kind(ctx, origin, owner, 1)
+    same_ops = True
+    for sub in ast.walk(value):
+        if not isinstance(sub, ast.Call):
+            continue
+        f = sub.func
+        if isinstance(f, ast.Attribute):
+            q = ctx.qualname(f) or ""
+            if f.attr in _CONVERTS:
+                return "convert"
+            if q.startswith("torch.") and not q.startswith(("torch.nn.", "torch.autograd.")):
+                same_ops = same_ops and f.attr in _SAME_KIND
+            else:
+                same_ops = same_ops and f.attr in _SAME_KIND
+        elif isinstance(f, ast.Name):
+            if not (ctx.qualname(f) or "").startswith("torch."):
+                return "convert"  # `fn(param.data)`: whatever fn does to dtype and device
+            same_ops = False
+    parents = {id(c): n for n in ast.walk(value) for c in ast.iter_child_nodes(n)}
+
+    def operand(n: ast.AST) -> bool:
+        """The owner itself (or its `.data`/`.grad`), not the root of another attribute."""
+        up = parents.get(id(n))
+        return not (isinstance(up, ast.Attribute) and up.value is n and up.attr not in ("data", "grad"))
+
+    mentions_owner = any(
+        ast.unparse(n) == owner and operand(n)
+        for n in ast.walk(value)
+        if isinstance(n, (ast.Name, ast.Attribute))
+    )
+    if same_ops and mentions_owner and not any(isinstance(n, ast.Subscript) for n in ast.walk(value)):
+        return "same"
+    return "other"
+
+
+def _param_like(ctx: Context, owner: ast.AST) -> bool:
+    return (isinstance(owner, ast.Attribute) and owner.attr in ("weight", "bias")) or ctx.kind(
+        owner
+    ) == "parameter"
+
+
 @check("TM403", attrs={"data"})
 def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     parent = ctx.parent
     if isinstance(parent, ast.Call) and parent.func is node:
         return  # `obj.data(...)` is a method, not the tensor attribute
-    if not ctx.is_tensor(node.value):
+    owner_node = node.value
+    if not _tensor_owner(ctx, owner_node, node):
         return
-    write = isinstance(node.ctx, ast.Store) or (isinstance(parent, ast.AugAssign) and parent.target is node)
-    owner = unparse(node.value, 40)
+    owner = unparse(owner_node, 40)
+    if isinstance(node.ctx, ast.Load) and _in_conversion_swap(ctx):
+        return  # `p.data = fn(p.data)`: the read is part of the swap
+    grand = ctx.stack[-2] if len(ctx.stack) >= 2 else None
+    method = (
+        parent.attr
+        if isinstance(parent, ast.Attribute) and isinstance(grand, ast.Call) and grand.func is parent
+        else None
+    )
+    call = grand if method is not None else None
+    if method in _RESHAPES:
+        ctx.flag(
+            node,
+            f"`{owner}.data.{method}(...)` changes the shape of a detached alias: `{owner}` itself keeps"
+            " its old shape on current PyTorch.",
+            f"Call it on the tensor itself: `{owner}.{method}{_args(call)}`, or bind a new tensor"  # type: ignore[arg-type]
+            f" (`{owner} = ...`).",
+        )
+        return
+    if method is not None and method.endswith("_") and not method.endswith("__"):
+        args = _args(call)  # type: ignore[arg-type]
+        clean = _args(call, strip=_tensor_reads(ctx, call, owner))  # type: ignore[arg-type]
+        if owner.endswith(".grad"):
+            fix = f"Write to the gradient itself: `{owner}.{method}{clean}` (it is not part of any graph)."
+        elif method in _INIT and _param_like(ctx, owner_node):
+            fix = (
+                f"Initialise with `nn.init.{_INIT[method]}{_args(call, lead=owner)}` or"  # type: ignore[arg-type]
+                f" `with torch.no_grad(): {owner}.{method}{clean}`."
+            )
+        else:
+            fix = f"Write under no_grad: `with torch.no_grad(): {owner}.{method}{clean}`."
+        ctx.flag(node, f"`{owner}.data.{method}{args}` writes the tensor behind autograd's back.", fix)
+        return
+    if (
+        isinstance(parent, ast.Call)
+        and node in parent.args
+        and (ctx.qualname(parent.func) or "").startswith("torch.nn.init.")
+    ):
+        rest = _args(parent, skip=1, lead=owner) if parent.args[0] is node else "(...)"
+        ctx.flag(
+            node,
+            f"`{unparse(parent, 50)}` passes `.data`: `nn.init` already writes without recording a graph.",
+            f"Pass the tensor itself: `{unparse(parent.func, 30)}{rest}`.",
+            severity="info",
+        )
+        return
+    if isinstance(parent, ast.Attribute) and (parent.attr in _METADATA or parent.attr.startswith("new")):
+        return  # `x.data.device`, `x.data.new(...)`: metadata or a factory, no value is read
+    if (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id in ("isinstance", "type")
+        and parent.args
+        and parent.args[0] is node
+    ):
+        return  # `isinstance(x.data, torch.cuda.FloatTensor)`: a type check
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        if isinstance(parent.ctx, ast.Store):
+            ctx.flag(
+                node,
+                f"`{owner}.data[...] = ...` writes the tensor behind autograd's back.",
+                f"Write under no_grad: `with torch.no_grad(): {owner}[...] = ...`.",
+            )
+            return
+        s = parent.slice
+        if isinstance(s, ast.Constant) and s.value == 0 and _scalar_loss(ctx, owner_node):
+            ctx.flag(
+                node,
+                f"`{owner}.data[0]` indexes a 0-dim tensor: it raises on current PyTorch.",
+                f"Read the number with `{owner}.item()`.",
+            )
+            return
+    if isinstance(node.ctx, ast.Store):
+        value = _assigned_value(ctx)
+        swap = _swap_kind(ctx, value, owner) if value is not None else "other"
+        if swap == "convert":
+            return  # a deliberate swap of dtype, device or layout: `.data =` is the only way to do it
+        if owner.endswith(".grad"):
+            fix = f"Assign the gradient itself: `{owner} = ...` (it is not part of any graph)."
+        elif swap == "same":
+            fix = f"Write under no_grad: `with torch.no_grad(): {owner}.copy_(...)`."
+        else:
+            fix = (
+                f"Write under no_grad: `with torch.no_grad(): {owner}.copy_(...)` when the new value has"
+                " the same shape, dtype and device (`copy_` keeps the tensor's own)."
+            )
+        ctx.flag(node, f"`{owner}.data = ...` replaces the tensor behind autograd's back.", fix)
+        return
+    if isinstance(parent, ast.AugAssign) and parent.target is node:
+        op = _OPS.get(type(parent.op), "+")
+        ctx.flag(
+            node,
+            f"`{owner}.data {op}= ...` writes the tensor behind autograd's back.",
+            f"Write under no_grad: `with torch.no_grad(): {owner} {op}= ...`.",
+        )
+        return
     ctx.flag(
         node,
-        f"`{owner}.data` {'writes' if write else 'reads'} the tensor behind autograd's back.",
-        f"Write with `with torch.no_grad(): {owner}.copy_(...)`."
-        if write
-        else f"Read with `{owner}.detach()`.",
+        f"`{owner}.data` reads the tensor behind autograd's back.",
+        f"Read with `{owner}.detach()`.",
     )
 
 
@@ -239,4 +680,262 @@ def backward_under_no_grad(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call, 50)}` runs under `{ctx.grad_mode}`, where no graph is recorded.",
         f"Move the forward pass and `.backward()` out of the `{ctx.grad_mode}` block.",
+    )
+
+
+# ---- TM408: evaluation loops that record graphs nobody back-propagates ---------------------
+
+Pos = tuple[int, int]
+
+
+def _pos(node: ast.AST) -> Pos:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def _end(node: ast.AST) -> Pos:
+    return (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
+
+
+def _mode_switches(scope: ast.AST) -> tuple[list[tuple[Pos, str]], list[tuple[Pos, str]]]:
+    """`(position, receiver)` of every `m.eval()` (and `m.train(False)`) and of every
+    `m.train()` in the scope."""
+    cached = getattr(scope, "_torchmagic_modes", None)
+    if isinstance(cached, tuple):
+        return cached
+    evals: list[tuple[Pos, str]] = []
+    trains: list[tuple[Pos, str]] = []
+    for sub in walk_scope(scope):
+        if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)):
+            continue
+        name = sub.func.attr
+        recv = ast.unparse(sub.func.value)
+        if name == "eval" and not sub.args and not sub.keywords:
+            evals.append((_pos(sub), recv))
+        elif name == "train":
+            mode = sub.args[0] if sub.args else (sub.keywords[0].value if sub.keywords else None)
+            if isinstance(mode, ast.Constant) and mode.value is False:
+                evals.append((_pos(sub), recv))
+            else:
+                trains.append((_pos(sub), recv))
+    scope._torchmagic_modes = (evals, trains)  # type: ignore[attr-defined]
+    return evals, trains
+
+
+def _module_switches_to_eval(ctx: Context) -> bool:
+    """Any `x.eval()` or `x.train(False)` in the file or cell (read from its text, kept on the tree)."""
+    mod = module_node(ctx)
+    if mod is None:
+        return True
+    cached = getattr(mod, "_torchmagic_has_eval", None)
+    if isinstance(cached, bool):
+        return cached
+    found = any(".eval(" in line or ".train(" in line for line in ctx.lines)
+    mod._torchmagic_has_eval = found  # type: ignore[attr-defined]
+    return found
+
+
+def _frozen_modules(ctx: Context) -> set[str]:
+    """Modules whose parameters are all switched off: `m.requires_grad_(False)`, or
+    `for p in m.parameters(): p.requires_grad = False` (a forward through them records nothing)."""
+    mod = module_node(ctx)
+    if mod is None:
+        return set()
+    cached = getattr(mod, "_torchmagic_frozen", None)
+    if isinstance(cached, set):
+        return cached
+    out: set[str] = set()
+    for sub in ast.walk(mod) if any("requires_grad" in line for line in ctx.lines) else ():
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr == "requires_grad_"
+            and sub.args
+            and isinstance(sub.args[0], ast.Constant)
+            and sub.args[0].value is False
+        ):
+            out.add(ast.unparse(sub.func.value))
+        if (
+            isinstance(sub, ast.For)
+            and isinstance(sub.iter, ast.Call)
+            and isinstance(sub.iter.func, ast.Attribute)
+            and sub.iter.func.attr == "parameters"
+        ):
+            for inner in ast.walk(sub):
+                off = (
+                    isinstance(inner, ast.Assign)
+                    and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in inner.targets)
+                    and isinstance(inner.value, ast.Constant)
+                    and inner.value.value is False
+                ) or (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr == "requires_grad_"
+                    and inner.args
+                    and isinstance(inner.args[0], ast.Constant)
+                    and inner.args[0].value is False
+                )
+                if off:
+                    out.add(ast.unparse(sub.iter.func.value))
+    mod._torchmagic_frozen = out  # type: ignore[attr-defined]
+    return out
+
+
+def _body_nodes(loop: ast.AST, ctx: Context, guarded: bool = False) -> list[tuple[ast.AST, bool]]:
+    """The loop's own nodes with whether a `no_grad`-like block guards them; nested statement
+    loops (they are checked on their own) and function bodies are left out."""
+    out: list[tuple[ast.AST, bool]] = []
+    children = (
+        [*loop.body, *getattr(loop, "orelse", [])]
+        if isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+        else []
+    )
+
+    def visit(node: ast.AST, g: bool) -> None:
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, *(_FN_NODES))):
+            return
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            g = g or any(_grad_off(ctx, i.context_expr) for i in node.items)
+        out.append((node, g))
+        for child in ast.iter_child_nodes(node):
+            visit(child, g)
+
+    for stmt in children:
+        visit(stmt, guarded)
+    return out
+
+
+_FN_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+# calls in an evaluation loop that may train through a helper the linter cannot see
+_TRAINING_WORDS = ("train", "fit", "backward", "attack", "adversar")
+
+
+def _grad_off(ctx: Context, expr: ast.AST) -> bool:
+    if isinstance(expr, ast.Call) and ctx.qualname(expr.func) in (
+        "torch.set_grad_enabled",
+        "torch.autograd.set_grad_enabled",
+    ):
+        a = expr.args[0] if expr.args else None
+        return not (isinstance(a, ast.Constant) and a.value is True)
+    return grad_context(ctx, expr) in ("no_grad", "inference_mode")
+
+
+def _calls_backward(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+    """`node` back-propagates, steps an optimizer, or calls a function of this file that does."""
+    for sub in ast.walk(node):
+        if not isinstance(sub, ast.Call):
+            continue
+        if is_backward(ctx, sub):
+            return True
+        f = sub.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if name == "step" and isinstance(f, ast.Attribute) and name_like(f.value, "opt", "scaler"):
+            return True
+        if name != "train" and any(w in name.lower() for w in _TRAINING_WORDS):
+            return True
+        if depth < 2:
+            target = None
+            if isinstance(f, ast.Name):
+                target = ctx.origin(f)
+            elif (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and f.value.id == "self"
+                and ctx.cls
+            ):
+                target = next(
+                    (s for s in ctx.cls.node.body if isinstance(s, _FN_NODES[:2]) and s.name == f.attr), None
+                )
+            if (
+                isinstance(target, _FN_NODES[:2])
+                and target is not node
+                and _calls_backward(ctx, target, depth + 1)
+            ):
+                return True
+    return False
+
+
+def _bound_in(node: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        targets: list[ast.AST] = []
+        if isinstance(sub, ast.Assign):
+            targets = list(sub.targets)
+        elif isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For)):
+            targets = [sub.target]
+        elif (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr in ("append", "extend")
+        ):
+            targets = [sub.func.value]
+        for t in targets:
+            for e in ast.walk(t):
+                k = key(e) if isinstance(e, (ast.Name, ast.Attribute, ast.Subscript)) else None
+                if k:
+                    out.add(k)
+    return out
+
+
+def _target_text(t: ast.AST, top: bool = True) -> str:
+    if isinstance(t, (ast.Tuple, ast.List)):
+        inner = ", ".join(_target_text(e, False) for e in t.elts)
+        return inner if top else f"({inner})"
+    return ast.unparse(t)
+
+
+def _loop_head(node: ast.AST) -> str:
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        target = _target_text(node.target)
+        return f"for {target if len(target) <= 24 else '...'} in {unparse(node.iter, 30)}"
+    return f"while {unparse(node.test, 30)}"  # type: ignore[attr-defined]
+
+
+@check("TM408", loops=True)
+def eval_without_no_grad(loop: LoopInfo, ctx: Context) -> None:
+    node = loop.node
+    if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or ctx.in_forward:
+        return
+    if not _module_switches_to_eval(ctx):
+        return
+    scope = scope_node(ctx)
+    evals, trains = _mode_switches(scope)
+    if not evals or all(p > _end(node) for p, _ in evals):
+        return
+    frozen = _frozen_modules(ctx)
+    forward = None
+    for sub, guarded in _body_nodes(node, ctx):
+        if guarded or not isinstance(sub, ast.Call):
+            continue
+        f = sub.func
+        if isinstance(f, ast.Attribute) and f.attr == "forward":
+            f = f.value
+        recv = ast.unparse(f)
+        if recv in frozen:
+            continue
+        at = _pos(sub)
+        last_eval = max((p for p, r in evals if r == recv and p < at), default=None)
+        if last_eval is None:
+            continue
+        if any(last_eval < p < at for p, r in trains if r == recv):
+            continue
+        forward = (sub, recv)
+        break
+    if forward is None or _calls_backward(ctx, node) or grad_disabled_here(ctx, node.lineno):
+        return
+    call, recv = forward
+    # the loop's outputs feed a backward further down (before the model goes back to training)
+    flow = flow_of(ctx, scope)
+    barrier = min((p for p, _ in trains if p > _pos(call)), default=(10**9, 0))
+    later = [c for c in flow.backward_calls if _end(node) < _pos(c) < barrier]
+    if later:
+        bound = _bound_in(node)
+        for c in later:
+            if flow.closure(backward_roots(c)) & bound:
+                return
+    ctx.flag(
+        node,
+        f"`{_loop_head(node)}` runs `{unparse(call.func, 30)}(...)` after `{recv}.eval()` with gradients on:"
+        " every forward records a graph and keeps its activations, and nothing back-propagates them.",
+        "Run the evaluation under `with torch.no_grad():` (or decorate the function with"
+        " `@torch.no_grad()`); `torch.inference_mode()` is faster where the outputs never feed training.",
     )

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import ast
 
+from ..accelerator import ACCELERATOR, where
 from ..context import Context
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
 from ..registry import check
 from ._common import unparse
 
 
-def _length_of(ctx: Context, expr: ast.AST) -> ast.AST | None:
-    """The tensor whose first-dimension length `expr` is: `x.size(0)`, `x.shape[0]`, `len(x)`."""
+def _length_of(ctx: Context, expr: ast.AST, depth: int = 0) -> ast.AST | None:
+    """The tensor whose first-dimension length `expr` is: `x.size(0)`, `x.shape[0]`, `len(x)`,
+    or a name bound to one (`n = x.size(0)`)."""
+    if isinstance(expr, ast.Name) and depth < 2:
+        origin = ctx.origin(expr)
+        return _length_of(ctx, origin, depth + 1) if origin is not None else None
     if isinstance(expr, ast.Call):
         f = expr.func
         if isinstance(f, ast.Name) and f.id == "len" and len(expr.args) == 1:
@@ -57,6 +62,33 @@ def _recurrence(body: list[ast.stmt]) -> bool:
     return False
 
 
+def _carried_state(body: list[ast.stmt], var: str) -> bool:
+    """A container written at an index other than the loop's (`detected[j] = 1`) and read in the
+    same loop: later iterations depend on earlier ones (greedy matching), not one vectorised op."""
+    written: set[str] = set()
+    read: set[str] = set()
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)):
+                continue
+            uses_var = any(isinstance(n, ast.Name) and n.id == var for n in ast.walk(sub.slice))
+            if isinstance(sub.ctx, ast.Store) and not uses_var:
+                written.add(sub.value.id)
+            elif isinstance(sub.ctx, ast.Load):
+                read.add(sub.value.id)
+    return bool(written & read)
+
+
+def _small_range(ctx: Context, it: ast.Call) -> bool:
+    """`range(16)`, or `range(N)` with `N = 16`: a handful of iterations."""
+    if len(it.args) != 1:
+        return False
+    bound: ast.AST | None = it.args[0]
+    if isinstance(bound, ast.Name):
+        bound = ctx.origin(bound)
+    return isinstance(bound, ast.Constant) and isinstance(bound.value, int) and bound.value <= 32
+
+
 def _indexes_element(ctx: Context, body: list[ast.stmt], tensor: ast.AST, var: str) -> bool:
     """The body reads `x[i]` (or `x[i, ...]`) or writes `out[i] = ...` on a tensor."""
     for stmt in body:
@@ -74,11 +106,75 @@ def _indexes_element(ctx: Context, body: list[ast.stmt], tensor: ast.AST, var: s
     return False
 
 
+# what a loop body does that no tensor operation can replace: drawing, plotting, files, logs
+_EFFECT_ROOTS = frozenset(
+    {"draw", "plt", "ax", "axs", "axes", "fig", "figure", "canvas", "font", "cv2", "Image", "ImageDraw"}
+    | {
+        "writer",
+        "logger",
+        "logging",
+        "f",
+        "fh",
+        "fp",
+        "file",
+        "out",
+        "csv_writer",
+        "wandb",
+        "tb",
+        "os",
+        "shutil",
+    }
+)
+_EFFECT_FUNCS = frozenset({"print", "open", "imshow", "imsave", "save_image", "savefig", "write", "writerow"})
+
+
+def _call_root(func: ast.AST) -> str | None:
+    while isinstance(func, (ast.Attribute, ast.Call, ast.Subscript)):
+        func = func.func if isinstance(func, ast.Call) else func.value
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def _only_side_effects(ctx: Context, body: list[ast.stmt], tensor: ast.AST) -> bool:
+    """The body draws, plots, prints or writes files per item and changes no tensor: nothing to
+    vectorise (when the tensor is not on an accelerator, where each read would also sync)."""
+    if where(ctx, tensor) == ACCELERATOR:
+        return False
+    effect = False
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store) and ctx.is_tensor(sub.value):
+                return False
+            if isinstance(sub, ast.AugAssign) and ctx.is_tensor(sub.target):
+                return False
+            if isinstance(sub, ast.Call):
+                f = sub.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+                if name in _EFFECT_FUNCS or _call_root(f) in _EFFECT_ROOTS:
+                    effect = True
+    return effect
+
+
+def _fills_device_tensor(ctx: Context, body: list[ast.stmt], var: str) -> ast.AST | None:
+    """`X[i] = ...` on a tensor that lives on an accelerator: one small copy per iteration."""
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if not (isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store)):
+                continue
+            s = sub.slice
+            first = s.elts[0] if isinstance(s, ast.Tuple) and s.elts else s
+            if isinstance(first, ast.Name) and first.id == var and ctx.is_tensor(sub.value):
+                if where(ctx, sub.value) == ACCELERATOR:
+                    return sub.value
+    return None
+
+
 @check("TM701", nodes=(ast.For,))
 def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
     it = node.iter
     if ctx.is_tensor(it) and not isinstance(it, ast.Call):
         if _calls_a_module(ctx, node.body) or _recurrence(node.body):
+            return
+        if _only_side_effects(ctx, node.body, it):
             return
         ctx.flag(
             node,
@@ -91,17 +187,28 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
         isinstance(it, ast.Call)
         and isinstance(it.func, ast.Name)
         and it.func.id == "range"
-        and len(it.args) == 1
+        and it.args
         and isinstance(node.target, ast.Name)
     ):
         return
-    tensor = _length_of(ctx, it.args[0])
-    if tensor is None or not ctx.is_tensor(tensor):
-        return
     body = node.body
-    if not _indexes_element(ctx, body, tensor, node.target.id):
+    if _calls_a_module(ctx, body) or _recurrence(body) or _carried_state(body, node.target.id):
         return
-    if _calls_a_module(ctx, body) or _recurrence(body):
+    if _small_range(ctx, it):
+        return
+    tensor = _length_of(ctx, it.args[0]) if len(it.args) == 1 else None
+    if tensor is None or not ctx.is_tensor(tensor) or not _indexes_element(ctx, body, tensor, node.target.id):
+        filled = _fills_device_tensor(ctx, body, node.target.id)
+        if filled is not None:
+            ctx.flag(
+                node,
+                f"`for {node.target.id} in {unparse(it, 40)}` writes `{unparse(filled, 20)}[{node.target.id}]`"
+                " one element at a time into a tensor on the accelerator.",
+                "Compute the values with one vectorised expression and write them at once"
+                f" (`{unparse(filled, 20)}[a:b] = ...`), or build the tensor on the CPU and move it once.",
+            )
+        return
+    if _only_side_effects(ctx, body, tensor):
         return
     ctx.flag(
         node,

@@ -3,12 +3,132 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ..context import Context
-from ..kinds import MODULE
+from ..kinds import MODULE, TENSOR_KINDS
 from ..nodes import keyword
 from ..registry import check
 from ._common import unparse
+from ._flow import module_node
+
+# builders whose result is a module although the linter cannot see its class
+_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "torch.hub.load")
+# methods only a module has: a name they are called on holds one
+_MODULE_ONLY = frozenset(
+    {
+        "parameters",
+        "named_parameters",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+        "train",
+        "eval",
+        "apply",
+    }
+)
+_MODEL_NAME = re.compile(
+    r"^(?:[a-z0-9]+_)*(?:model|net|network|encoder|decoder|generator|discriminator|classifier|backbone)"
+    r"(?:_[a-z0-9]+)*$|^net[A-Z0-9_]\w*$|^\w*(?:Net|Model)$",
+    re.IGNORECASE,
+)
+_NOT_A_MODEL = (
+    "state",
+    "dict",
+    "weight",
+    "param",
+    "path",
+    "file",
+    "ckpt",
+    "checkpoint",
+    "name",
+    "dir",
+    "cfg",
+    "config",
+)
+
+
+def _used_as_module(ctx: Context, name: str) -> bool:
+    """`name.parameters()`, `name.train()`, ... in the function that binds it, or anywhere in
+    the file for a module-level name."""
+    fn = ctx.frame.node
+    local = fn is not None and name in ctx.frame.names
+    scope = fn if local else module_node(ctx)
+    if scope is None:
+        return False
+    for sub in ast.walk(scope):
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr in _MODULE_ONLY
+            and isinstance(sub.func.value, ast.Name)
+            and sub.func.value.id == name
+        ):
+            return True
+    return False
+
+
+def _model_parameter(ctx: Context, name: str) -> bool:
+    """A parameter of the current function named like a model (`model`, `netG`, `resnet`)
+    that no call in the file passes a state dict or tensor for."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    if name not in params or not _MODEL_NAME.match(name) or any(w in name.lower() for w in _NOT_A_MODEL):
+        return False
+    index = params.index(name) - (1 if params and params[0] in ("self", "cls") else 0)
+    mod = module_node(ctx)
+    for sub in ast.walk(mod) if mod is not None else ():
+        if not isinstance(sub, ast.Call):
+            continue
+        f = sub.func
+        if (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None) != fn.name:
+            continue
+        arg = keyword(sub, name) or (sub.args[index] if 0 <= index < len(sub.args) else None)
+        if arg is not None and not _is_module(ctx, arg, depth=1):
+            return False
+    return True
+
+
+def _is_module(ctx: Context, obj: ast.AST, depth: int = 0) -> bool:
+    kind = ctx.kind(obj)
+    if kind == MODULE:
+        return True
+    if kind is not None:
+        return False  # a tensor, a state dict, a number...
+    built = ctx.built_by(obj) or ""
+    if built.startswith(_MODEL_BUILDERS):
+        return True
+    if isinstance(obj, ast.Call) and isinstance(obj.func, ast.Attribute) and obj.func.attr == "state_dict":
+        return False
+    if not isinstance(obj, ast.Name):
+        return False
+    origin = ctx.origin(obj)
+    if (
+        isinstance(origin, ast.Call)
+        and isinstance(origin.func, ast.Attribute)
+        and origin.func.attr == "state_dict"
+    ):
+        return False
+    return _used_as_module(ctx, obj.id) or (depth == 0 and _model_parameter(ctx, obj.id))
+
+
+def _dict_items(ctx: Context, obj: ast.AST) -> list[tuple[str, ast.AST]]:
+    """`(key, value)` pairs of a checkpoint dict written inline or bound to a name."""
+    value = ctx.origin(obj) if isinstance(obj, ast.Name) else obj
+    if isinstance(value, ast.Dict):
+        return [
+            (k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else "...", v)
+            for k, v in zip(value.keys, value.values)
+            if k is not None
+        ]
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict":
+        return [(kw.arg, kw.value) for kw in value.keywords if kw.arg]
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return [(str(i), v) for i, v in enumerate(value.elts)]
+    return []
 
 
 @check("TM601", calls={"save"})
@@ -16,13 +136,29 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
     if not call.args or ctx.qualname(call.func) != "torch.save":
         return
     obj = call.args[0]
-    if ctx.kind(obj) != MODULE:
+    if ctx.kind(obj) in TENSOR_KINDS:
         return
-    ctx.flag(
-        call,
-        f"`{unparse(call, 50)}` pickles the whole module, tied to its class path.",
-        f"Save the weights: `torch.save({unparse(obj, 30)}.state_dict(), f)`.",
-    )
+    if _is_module(ctx, obj):
+        ctx.flag(
+            call,
+            f"`{unparse(call, 50)}` pickles the whole module, tied to its class path.",
+            f"Save the weights: `torch.save({unparse(obj, 30)}.state_dict(), f)`.",
+        )
+        return
+    is_dict = not isinstance(ctx.origin(obj) if isinstance(obj, ast.Name) else obj, (ast.List, ast.Tuple))
+    for k, v in _dict_items(ctx, obj):
+        if _is_module(ctx, v):
+            name = unparse(v, 20)
+            where = "checkpoint dict" if is_dict else "list"
+            store = f"'{k}': {name}.state_dict()" if is_dict else f"{name}.state_dict()"
+            ctx.flag(
+                call,
+                f"`{unparse(call, 50)}` pickles the whole module `{name}` inside the {where},"
+                " tied to its class path.",
+                f"Store its weights: `{store}` (and `optimizer.state_dict()` for an"
+                " optimizer); rebuild the model and `load_state_dict` them.",
+            )
+            return
 
 
 @check("TM602", calls={"load"})

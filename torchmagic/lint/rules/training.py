@@ -64,6 +64,50 @@ def _clears_grads_by_hand(loop: ast.AST) -> bool:
     return False
 
 
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _helper(ctx: Context, call: ast.Call) -> ast.AST | None:
+    """The definition in this file of the function (or method of the current class) `call` runs."""
+    f = call.func
+    if isinstance(f, ast.Name):
+        target = ctx.origin(f)
+        return target if isinstance(target, _FUNCS) else None
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" and ctx.cls:
+        return next((s for s in ctx.cls.node.body if isinstance(s, _FUNCS) and s.name == f.attr), None)
+    return None
+
+
+def _zeroes_in_helper(ctx: Context, call: ast.Call) -> bool:
+    """`reset_grad()` whose body calls `zero_grad()` (or clears `.grad` by hand)."""
+    fn = _helper(ctx, call)
+    if fn is None:
+        return False
+    for sub in ast.walk(fn):
+        if isinstance(sub, ast.Call) and _method(sub) == "zero_grad":
+            return True
+    return _clears_grads_by_hand(fn)
+
+
+def _distributed(ctx: Context, loop: ast.AST, step: ast.Call) -> bool:
+    """Distributed autograd (RPC): gradients live in a per-iteration context and
+    `DistributedOptimizer` has no `zero_grad`. Its `step` takes the context id."""
+    recv = step.func.value  # type: ignore[attr-defined]
+    if (ctx.built_by(recv) or "").endswith("DistributedOptimizer"):
+        return True
+    fn = ctx.frame.node
+    if isinstance(recv, ast.Name) and isinstance(fn, _FUNCS):
+        for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs):
+            if a.arg == recv.id and a.annotation is not None:
+                if (ctx.qualname(a.annotation) or "").endswith("DistributedOptimizer"):
+                    return True
+    for sub in ast.walk(loop):
+        if isinstance(sub, (ast.Attribute, ast.Name)):
+            if (ctx.qualname(sub) or "").startswith("torch.distributed.autograd"):
+                return True
+    return False
+
+
 @check("TM501", loops=True)
 def missing_zero_grad(loop: LoopInfo, ctx: Context) -> None:
     backward = step = None
@@ -76,6 +120,10 @@ def missing_zero_grad(loop: LoopInfo, ctx: Context) -> None:
         elif step is None and _optimizer_step(ctx, call):
             step = call
     if backward is None or step is None or _clears_grads_by_hand(loop.node):
+        return
+    if any(_zeroes_in_helper(ctx, call) for call in loop.calls):
+        return
+    if _distributed(ctx, loop.node, step):
         return
     ctx.flag(
         step,
