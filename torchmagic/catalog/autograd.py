@@ -13,8 +13,9 @@ RULES = [
             or list across loop iterations without `.item()`/`.detach()` (`total += loss`,
             `losses.append(loss)`) when its graph is no longer needed: the value was already
             back-propagated, or nothing in the function back-propagates the sum, the list or
-            anything built from them, and gradients are on. Live: a namespace variable (or list)
-            holding tensors with a `grad_fn` after the cell.
+            anything built from them, and gradients are on. Live: a list, tuple or dict in the
+            namespace whose tensors' graphs still hold at least 1 MiB of saved activations after
+            the cell (the size is in the message).
             """,
         why="""
             Each stored tensor keeps its whole autograd graph — every activation of that step — in
@@ -28,7 +29,7 @@ RULES = [
             """,
         fix="    total += loss.item()          # outside hot loops: loss.detach()",
         not_flagged="""
-            accumulation of `loss.item()`/`loss.detach()`; tensors with `grad_fn` that are the model's live output of the last step only (one tensor) are info; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); a sum the function returns (its caller may back-propagate it) unless its terms were already back-propagated; accumulation under `no_grad`/`inference_mode`/`set_grad_enabled(False)`, including in a function the file calls under them; live: a graph whose saved tensors were already freed by `.backward()`, a graph the notebook back-propagates through in a later cell, a recurrent hidden state; a small inference output computed with grad on is at most info, and its fix is `torch.inference_mode()`, not `.detach()`
+            accumulation of `loss.item()`/`loss.detach()`; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); a sum the function returns (its caller may back-propagate it) unless its terms were already back-propagated; accumulation under `no_grad`/`inference_mode`/`set_grad_enabled(False)`, including in a function the file calls under them; live: graphs whose saved tensors `.backward()` already released, a single tensor (the last step's output, or one the next cell back-propagates through, as tutorials do), a recurrent hidden state, graphs keeping less than 1 MiB; saved tensors are read through `SavedTensor.data`, never unpacked (an unpack hook, as under activation checkpointing, would re-run the forward)
             """,
     ),
     Rule(
