@@ -238,13 +238,13 @@ def test_scan_survives_hostile_objects_without_touching_them():
     assert names["coo"].kind == "sparse_coo" and names["coo"].nbytes > 0
     assert names["csr"].kind == "sparse_csr"
     assert names["nested"].kind == "nested"
-    assert names["jagged"].kind == "nested" and names["jagged"].shape == [2, -1, 3]
+    assert names["jagged"].kind == "nested" and names["jagged"].shape == (2, -1, 3)
     assert names["meta"].device == "meta" and names["meta"].storage_key is None
-    assert names["fake"].shape == [3, 4] and names["fake"].storage_key is None
+    assert names["fake"].shape == (3, 4) and names["fake"].storage_key is None
     assert names["param"].kind == "parameter"
     assert names["quantized"].kind == "quantized"
-    assert names["view"].is_view and names["view"].contiguous is False and names["view"].strides == [4]
-    assert names["zero_d"].shape == []
+    assert names["view"].is_view and names["view"].contiguous is False and names["view"].strides == (4,)
+    assert names["zero_d"].shape == ()
     # the HostileList is a list subclass: not entered
     assert not any(n.startswith("hostile_list[") for n in names)
     assert "hmod" in {m.name for m in result.modules}

@@ -24,10 +24,10 @@ def test_tensor_record_metadata():
     b = (a * 2).t()
     tensors, _, _ = _records({"a": a, "b": b, "i": torch.arange(6, dtype=torch.int64)})
     ra, rb, ri = tensors["a"], tensors["b"], tensors["i"]
-    assert (ra.shape, ra.dtype, ra.device, ra.nbytes) == ([3, 4], "float32", "cpu", 48)
+    assert (ra.shape, ra.dtype, ra.device, ra.nbytes) == ((3, 4), "float32", "cpu", 48)
     assert ra.requires_grad and ra.grad_fn is None and not ra.is_view
-    assert ra.strides == [4, 1] and ra.contiguous
-    assert rb.shape == [4, 3] and rb.grad_fn == "TBackward0" and rb.is_view and rb.contiguous is False
+    assert ra.strides == (4, 1) and ra.contiguous
+    assert rb.shape == (4, 3) and rb.grad_fn == "TBackward0" and rb.is_view and rb.contiguous is False
     assert ri.dtype == "int64" and ri.nbytes == 48
 
 
@@ -157,11 +157,11 @@ def test_unchanged_tensor_keeps_its_record_until_its_metadata_changes():
     e.resize_(2, 8)
     second, _ = scan_namespace(ns, previous=ids, cache=first.cache)
     recs = {r.name: r for r in second.tensors}
-    assert recs["b"].strides == [1, 4] and recs["b"].contiguous is False
-    assert recs["c"].shape == [2] and recs["c"].dtype == "float64"
+    assert recs["b"].strides == (1, 4) and recs["b"].contiguous is False
+    assert recs["c"].shape == (2,) and recs["c"].dtype == "float64"
     assert recs["d"].requires_grad
-    assert recs["e"].shape == [2, 8]
-    assert not recs["a"].changed and recs["a"].shape == [4, 4]  # reused, and no longer "changed"
+    assert recs["e"].shape == (2, 8)
+    assert not recs["a"].changed and recs["a"].shape == (4, 4)  # reused, and no longer "changed"
     assert not any(r.changed for r in second.tensors)
 
 

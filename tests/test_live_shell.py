@@ -50,8 +50,8 @@ def test_end_to_end_helper_list_model(ip):
     assert tm105[0].object == "net.layers" and tm105[0].line == 11 and tm105[0].source == "live"
 
     tensors = {t.name: t for t in report.tensors}
-    assert tensors["batch"].shape == [32, 8] and tensors["batch"].device == "cpu"
-    assert tensors["out"].shape == [32, 4] and tensors["out"].changed
+    assert tensors["batch"].shape == (32, 8) and tensors["batch"].device == "cpu"
+    assert tensors["out"].shape == (32, 4) and tensors["out"].changed
     assert tensors["out"].grad_fn == "AddmmBackward0"
     (net,) = [m for m in report.modules if m.name == "net"]
     assert net.params == 0  # the bug, as the user sees it
@@ -92,6 +92,6 @@ def test_second_cell_marks_only_rebound_names_changed(ip):
     ip.run_cell("%%torchcheck\nout = net(batch[:4])\n")
     report = torchmagic.last_report()
     tensors = {t.name: t for t in report.tensors}
-    assert tensors["out"].changed and tensors["out"].shape == [4, 4]
+    assert tensors["out"].changed and tensors["out"].shape == (4, 4)
     assert not tensors["batch"].changed
     assert [f for f in report.findings if f.rule == "TM105"] == []  # already reported for this net

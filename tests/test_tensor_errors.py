@@ -170,5 +170,7 @@ def test_an_error_inside_forward_keeps_type_message_and_every_user_frame(ip):
     assert [ln for _, ln, n, _ in frames_plain if n != "<module>"] == [
         ln for _, ln, n, _ in frames_checked if n != "<module>"
     ]
-    torch_frames = [fs.name for fs in __import__("traceback").extract_tb(b.__traceback__) if "/torch/" in fs.filename]
+    torch_frames = [
+        fs.name for fs in __import__("traceback").extract_tb(b.__traceback__) if "/torch/" in fs.filename
+    ]
     assert set(torch_frames) <= {"_wrapped_call_impl", "_call_impl", "inner", "forward", "view"}

@@ -103,7 +103,7 @@ class TensorRecord:
     """Metadata of one live tensor; never its values."""
 
     name: str
-    shape: list[int]
+    shape: tuple[int, ...]  # as read (a torch.Size is a tuple); lists in to_dict()
     dtype: str
     device: str
     nbytes: int
@@ -111,13 +111,17 @@ class TensorRecord:
     grad_fn: str | None
     is_view: bool
     changed: bool
-    strides: list[int] | None = None
+    strides: tuple[int, ...] | None = None
     contiguous: bool | None = None
     kind: str = "tensor"
     storage_key: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return record_dict(self)
+        d = record_dict(self)
+        d["shape"] = list(self.shape)
+        if self.strides is not None:
+            d["strides"] = list(self.strides)
+        return d
 
 
 @dataclass(slots=True)
@@ -236,7 +240,7 @@ class Report:
             "check_s": self.check_s,
             "findings": [f.to_dict() for f in self.sorted_findings()],
             "syncs": [s.to_dict() for s in self.syncs],
-            "tensors": [record_dict(t) for t in tensors],
+            "tensors": [t.to_dict() for t in tensors],
             "modules": [record_dict(m) for m in modules],
             "shape_trace": [record_dict(s) for s in trace],
             "memory": self.memory.to_dict(),

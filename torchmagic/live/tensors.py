@@ -61,9 +61,9 @@ def device_name(dev: Any) -> str:
     return name
 
 
-def _ints(seq: Any) -> list[int]:
+def _ints(seq: Any) -> tuple[int, ...]:
     # Jagged nested tensors have symbolic (nested int) sizes: shown as -1.
-    return [d if type(d) is int else -1 for d in seq]
+    return tuple(d if type(d) is int else -1 for d in seq)
 
 
 def tensor_record(name: str, t: Any, changed: bool) -> TensorRecord:
@@ -116,7 +116,7 @@ def cached_record(name: str, t: Any, changed: bool, cache: dict[str, Any] | None
             kind = _tensor_kind(t, tp)
         record = TensorRecord(
             name,
-            list(size) if plain else _ints(size),
+            size if plain else _ints(size),  # a torch.Size is a tuple: kept as read
             _DTYPE_NAMES.get(dt) or dtype_name(dt),
             devname,
             numel * esize,
@@ -124,7 +124,7 @@ def cached_record(name: str, t: Any, changed: bool, cache: dict[str, Any] | None
             type(gf).__name__ if gf is not None else None,
             _base(t) is not None,
             changed,
-            list(stride) if plain else _ints(stride),
+            stride if plain else _ints(stride),
             _is_contiguous(t),
             kind,
             storage,
