@@ -94,13 +94,12 @@ def normalise(text: str) -> str:
 def setup_cell(seed: int | None, checked: bool) -> str:
     """The first cell of every run: the same seeding for plain and checked runs, then
     torchmagic for checked runs only."""
-    lines = ["# live-notebooks bench: setup"]
+    # torch is imported here in every run, so that no user cell pays for it in one kind of run
+    # only (loading torchmagic imports torch)
+    lines = ["# live-notebooks bench: setup", "import random as _r, numpy as _np, torch as _t"]
     if seed is not None:
-        lines += [
-            "import random as _r, numpy as _np, torch as _t",
-            f"_r.seed({seed}); _np.random.seed({seed}); _t.manual_seed({seed})",
-            "del _r, _np, _t",
-        ]
+        lines.append(f"_r.seed({seed}); _np.random.seed({seed}); _t.manual_seed({seed})")
+    lines.append("del _r, _np, _t")
     return "\n".join(lines + (LOAD_TORCHMAGIC if checked else []) + [CPU_HOOKS])
 
 
