@@ -21,6 +21,27 @@ export interface IFinding {
   evidence?: string[];
   /** Extra sentences from the other evidence, shown under the message. */
   notes?: string[];
+  /** Edits that resolve the finding (newer kernels; null when no edit is clearly right). */
+  fix?: IFix | null;
+}
+
+/** Replace the text from (line, col) to (end_line, end_col): lines 1-based as the cell shows
+ * them, columns 0-based characters. */
+export interface IEdit {
+  line: number;
+  col: number;
+  end_line: number;
+  end_col: number;
+  text: string;
+}
+
+/** 'safe': the program computes the same thing; 'unsafe': likely right, behaviour may change. */
+export type Applicability = 'safe' | 'unsafe';
+
+export interface IFix {
+  title: string;
+  edits: IEdit[];
+  applicability?: Applicability;
 }
 
 export interface ISyncRecord {
@@ -115,6 +136,8 @@ export interface IRuleDoc {
   not_flagged?: string;
   /** IDs of the rules this one takes precedence over on the same problem. */
   overrides?: string[];
+  /** What `torchmagic check --fix` (and Apply fix) changes, and whether it is safe. */
+  autofix?: string;
 }
 
 /** Messages the kernel side (`torchmagic/views/comm.py`) sends on the comm. */

@@ -80,6 +80,11 @@ RULES = [
             scope that saved it (it goes back onto the device it came from). Checkpoints written by code that trains on a
             GPU, and files from elsewhere, are flagged
             """,
+        autofix="""
+            Unsafe. Adds `map_location=device` when the code has a `device` name at that point,
+            otherwise `map_location="cpu"` (from where `.to(device)` still works). Unsafe because the
+            tensors land on a different device than before, which is the point.
+            """,
     ),
     Rule(
         "TM204",

@@ -29,6 +29,13 @@ RULES = [
             factories with a `device=` argument; `*_like` and `x.new_*`; code outside `forward`/methods it calls
             """,
         overrides=("TM102",),
+        autofix="""
+            Unsafe. Adds `device=x.device` to the factory call, where `x` is a tensor whose shape
+            the call already reads (`torch.zeros(x.size(0), 4)`) or the forward's input when it is named
+            like one. Unsafe because the tensor moves, which is the point, and code that relied on a CPU
+            tensor there changes. Not `x.new_zeros(...)`, which would also take `x`'s dtype. No fix for
+            `torch.normal` (no `device=` with tensor arguments) or when no input tensor is in sight.
+            """,
     ),
     Rule(
         "TM102",
@@ -142,6 +149,19 @@ RULES = [
             `nn.ModuleList([...])`, `nn.Sequential(*layers)`, lists of ints/strings/shapes; lists that only keep an order
             over layers registered another way: `self.<attr>` aliases, or layers the same method registers with
             `setattr(self, name, layer)`, `self.add_module(name, layer)` or `self.<attr> = layer`
+            """,
+        autofix="""
+            Safe. Wraps a list, tuple or comprehension of modules in `nn.ModuleList(...)` (of
+            Parameters: `nn.ParameterList`), a dict display with plain string keys in `nn.ModuleDict(...)`,
+            and turns `self.x = []` filled by `.append`/`.insert`/`.extend` of modules into
+            `self.x = nn.ModuleList()`, spelled with the source's own `nn` import. Offered only when the
+            forward pass computes the same thing: the assignment comes after `super().__init__()` (an nn
+            container before it raises), every item is a module, and the class uses the attribute only in
+            ways the container supports (iteration, indexing, `len`, `append`/`extend`/`insert`/`pop`,
+            `items`/`keys`/`values`; no `isinstance`, arithmetic or second assignment). The layers then
+            appear in `.parameters()` and `state_dict()`, which is the fix; a checkpoint saved before has
+            fewer keys. A dict comprehension (keys known only at run time) is unsafe; keys that would clash
+            with the container's own attributes get no fix.
             """,
     ),
     Rule(

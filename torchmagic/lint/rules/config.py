@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import re
 
+from ...report import Fix
 from ..context import Context
+from ..fixes import fix_of
 from ..registry import check
 from ._common import call_chain, unparse
 
@@ -19,10 +22,14 @@ def deprecated_init(call: ast.Call, ctx: Context) -> None:
     if not q.startswith("torch.nn.init."):
         return
     name = q.rsplit(".", 1)[1]
+    fix = None
+    if isinstance(call.func, ast.Attribute):  # `from torch.nn.init import normal` would need a new import
+        fix = fix_of(f"Call `{name}_`", [ctx.edits.attribute_name(call.func, f"{name}_")])
     ctx.flag(
         call,
         f"`{unparse(call.func, 40)}(...)` is a deprecated initialiser alias.",
         f"Use the in-place `nn.init.{name}_(...)`.",
+        fix=fix,
     )
 
 
@@ -39,7 +46,20 @@ def requires_grad_typo(node: ast.Assign | ast.AnnAssign | ast.AugAssign, ctx: Co
                     node,
                     f"`{unparse(sub, 40)}` is a typo of `requires_grad` and sets an unrelated attribute.",
                     f"Write `{unparse(sub.value, 30)}.requires_grad = ...`.",
+                    fix=_typo_fix(sub, ctx) if not isinstance(node, ast.AugAssign) else None,
                 )
+
+
+def _typo_fix(attr: ast.Attribute, ctx: Context) -> Fix:
+    # Safe while nothing else in the source spells the typo: then no code reads the stray
+    # attribute, and the only change is the one the line was written to make.
+    word = re.compile(rf"\.{attr.attr}\b")
+    spelled = sum(len(word.findall(line)) for line in ctx.lines)
+    return fix_of(
+        "Set `requires_grad`",
+        [ctx.edits.attribute_name(attr, "requires_grad")],
+        "safe" if spelled == 1 else "unsafe",
+    )
 
 
 _NORMALISERS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid"}
@@ -124,4 +144,44 @@ def softmax_into_cross_entropy(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call, 60)}` receives a `{norm}` output instead of raw logits.",
         _FIX[kind][0].upper() + _FIX[kind][1:] + ".",
+        fix=_logits_fix(ctx, call, kind, norm),
     )
+
+
+def _normalised(ctx: Context, call: ast.Call) -> ast.AST | None:
+    """What the softmax/sigmoid call `call` was applied to: `F.softmax(x, 1)`, `x.softmax(1)`,
+    `nn.Softmax(dim=1)(x)` -> `x`."""
+    func = call.func
+    q = ctx.qualname(func) or ""
+    if q.startswith("torch.") and q.rsplit(".", 1)[-1] in _NORMALISERS:
+        inp = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "input"), None)
+    elif isinstance(func, ast.Attribute) and func.attr in _NORMALISERS:
+        inp = func.value
+    elif isinstance(func, ast.Call) and len(call.args) == 1 and not call.keywords:
+        inp = call.args[0]
+    else:
+        return None
+    return None if inp is None or isinstance(inp, ast.Starred) else inp
+
+
+def _logits_fix(ctx: Context, loss: ast.Call, kind: str, norm: str) -> Fix | None:
+    # Only a normaliser written inline: through a name, the probabilities may be used elsewhere.
+    arg = loss.args[0]
+    if not isinstance(arg, ast.Call):
+        return None
+    inner = _normalised(ctx, arg)
+    if inner is None:
+        return None
+    logits = ctx.edits.replace(arg, ctx.edits.source(inner))
+    if kind == "cross_entropy":
+        return fix_of(f"Pass the logits, not the `{norm}`", [logits], "unsafe")
+    if kind == "nll_loss" and norm == "softmax" and isinstance(arg.func, ast.Attribute):
+        return fix_of("Take `log_softmax`", [ctx.edits.attribute_name(arg.func, "log_softmax")], "unsafe")
+    if (
+        kind == "bce"
+        and isinstance(loss.func, ast.Attribute)
+        and ctx.qualname(loss.func) == "torch.nn.functional.binary_cross_entropy"
+    ):
+        rename = ctx.edits.attribute_name(loss.func, "binary_cross_entropy_with_logits")
+        return fix_of("Use `binary_cross_entropy_with_logits` on the logits", [rename, logits], "unsafe")
+    return None

@@ -9,6 +9,7 @@ from weakref import WeakKeyDictionary
 
 from ..accelerator import CPU, device_type_of_literal, where
 from ..context import Context
+from ..fixes import fix_of
 from ..nodes import has_kwargs_splat, keyword, terminal_name
 from ..registry import check
 from ._common import chain_root, is_cuda_literal, is_cuda_move, move_target, unparse
@@ -128,6 +129,7 @@ class _Load:
     path: str | None
     literal: bool
     scope: ast.AST | None
+    target: str  # what the fix passes as map_location
 
 
 @dataclass
@@ -247,7 +249,11 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
         line, col = stmt.lineno, stmt.col_offset
     f = keyword(call, "f") or (call.args[0] if call.args else None)
     path, literal = _path_of(ctx, f)
-    files.loads.append(_Load(call, SimpleNamespace(lineno=line, col_offset=col), path, literal, scope))
+    # `device` where the code has one, else the CPU (from where `.to(device)` still works)
+    target = "device" if ctx.defined("device") else '"cpu"'
+    files.loads.append(
+        _Load(call, SimpleNamespace(lineno=line, col_offset=col), path, literal, scope, target)
+    )
 
 
 def _decide_loads(ctx: Context, files: _Files) -> None:
@@ -268,6 +274,11 @@ def _decide_loads(ctx: Context, files: _Files) -> None:
             "Pass the target device: `torch.load(f, map_location=device)`.",
             # a file this code wrote holds GPU tensors only where the code uses an accelerator
             needs_accelerator=own,
+            fix=fix_of(
+                f"Load onto `{load.target}`",
+                [ctx.edits.add_keyword(load.call, f"map_location={load.target}")],
+                "unsafe",  # the tensors land elsewhere than before (the point)
+            ),
         )
 
 

@@ -6,6 +6,7 @@ import ast
 
 from ..accelerator import ACCELERATOR, where
 from ..context import Context
+from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
 from ..registry import check
 from ._common import unparse
@@ -243,6 +244,9 @@ def arange_index_for_slice(node: ast.Subscript, ctx: Context) -> None:
         node,
         f"`{unparse(node, 50)}` picks one column with an arange gather.",
         f"Slice instead: `{unparse(node.value, 20)}[:, {unparse(col, 20)}]`.",
+        # unsafe: the same values, but a slice is a view where the gather made a copy, so an
+        # in-place write to the result now reaches the original
+        fix=fix_of("Slice the column", [ctx.edits.replace(rows, ":")], "unsafe"),
     )
 
 
@@ -278,4 +282,6 @@ def view_after_transpose(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call, 50)}` calls `.view` on the non-contiguous result of `{what}`.",
         f"Use `{unparse(value, 30)}.reshape(...)` or `{unparse(value, 30)}.contiguous().view(...)`.",
+        # reshape returns the same view wherever view succeeds; where view raised, it copies
+        fix=fix_of("Use `.reshape`", [ctx.edits.attribute_name(call.func, "reshape")]),
     )

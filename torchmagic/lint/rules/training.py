@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from ..context import Context, LoopInfo
+from ..fixes import fix_of
 from ..kinds import OPTIMIZER, SCHEDULER
 from ..registry import check
 from ._common import name_like, unparse
@@ -174,6 +175,8 @@ def scheduler_epoch_arg(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call, 50)}` passes the deprecated epoch argument.",
         f"Call `{unparse(recv, 30)}.step()` once per epoch (or per step) without arguments.",
+        # unsafe: the schedule then counts its own steps, which differs where the argument skipped
+        fix=fix_of("Drop the epoch argument", [ctx.edits.between(call.func, call, "()")], "unsafe"),
     )
 
 
@@ -192,4 +195,6 @@ def scheduler_get_lr(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call, 50)}` returns the rate for the scheduler's internal state, not the last applied one.",
         f"Use `{unparse(recv, 30)}.get_last_lr()`.",
+        # unsafe: the value read changes (to the one the optimizer is using)
+        fix=fix_of("Read `get_last_lr()`", [ctx.edits.attribute_name(call.func, "get_last_lr")], "unsafe"),
     )
