@@ -28,7 +28,8 @@ _MARK = re.compile(r"#\s*fix:\s*([a-z,\s]+)$")
 
 
 def fixtures() -> list[Path]:
-    return sorted(FIXTURES.glob("TM*_fix.py"))
+    """`TM404_fix.py`, `TM601_fix_loaded_back.py`, ... (not the `.fixed.py` expected outputs)."""
+    return sorted(p for p in FIXTURES.glob("TM*_fix*.py") if not p.name.endswith(".fixed.py"))
 
 
 def rule_of(path: Path) -> str:
@@ -138,8 +139,7 @@ def test_safe_fixes_do_not_change_what_the_program_computes(path: Path, tmp_path
 
 def test_the_runnable_fixtures_cover_every_rule_with_safe_fixes() -> None:
     safe_rules = {rule_of(p) for p in fixtures() if any("safe" in m for m in markers(p.read_text()).values())}
-    # TM903's fix changes which parameters train: that is the finding, not a side effect
-    assert safe_rules - {rule_of(p) for p in RUNNABLE} == {"TM903"}
+    assert safe_rules <= {rule_of(p) for p in RUNNABLE}
 
 
 def test_the_tm105_fix_registers_the_layers() -> None:
@@ -147,8 +147,9 @@ def test_the_tm105_fix_registers_the_layers() -> None:
     before, _ = _run(code + "\nRESULT = len(list(model.parameters()))\n", Path.cwd())
     fixed = fix_source(code, lint_rule("TM105", FIXTURES / "TM105_fix.py")).source
     after, _ = _run(fixed + "\nRESULT = len(list(model.parameters()))\n", Path.cwd())
-    # 3 layers, 2 heads, 2 blocks (weight + bias each), 2 Parameters; ReLU/Tanh have none
-    assert (before, after) == (0, 3 * 2 + 2 * 2 + 2 * 2 + 2)
+    # 3 layers, 2 heads, 2 blocks (weight + bias each); ReLU/Tanh have none; the list of
+    # Parameters is an unsafe fix (a ParameterList is no list for `torch.stack`)
+    assert (before, after) == (0, 3 * 2 + 2 * 2 + 2 * 2)
 
 
 # ---- applying edits -------------------------------------------------------------------------------
@@ -244,3 +245,23 @@ def test_what_the_tm105_fix_assumes_of_the_nn_containers_holds_in_torch() -> Non
     attrs = {n for c in (nn.ModuleDict, nn.ParameterDict) for n in dir(c) if not n.startswith("_")}
     attrs |= {n for n in vars(nn.ModuleDict()) if not n.startswith("_")}
     assert attrs <= _CONTAINER_ATTRS, f"keys that would clash, unknown to the fix: {attrs - _CONTAINER_ATTRS}"
+
+
+def test_fixing_reaches_a_fixed_point_with_several_findings_on_one_statement() -> None:
+    code = (
+        "import torch\nfrom torch.autograd import Variable\n"
+        "a, b = Variable(torch.ones(1)), Variable(torch.zeros(1))\n"
+        "c = [Variable(t) for t in (a, b)]\n"
+    )
+    result = fix_source(code, lambda s: check_source(s))
+    assert "Variable(" not in result.source.split("\n", 2)[2]
+    assert len(result.applied) == 3
+    again = fix_source(result.source, lambda s: check_source(s))
+    assert not again.applied and again.source == result.source
+
+
+def test_a_py_file_whose_continuation_line_starts_with_percent_is_still_fixed() -> None:
+    # the cell rewrite takes a line starting with `%` for a magic; as a file it is plain Python
+    code = "import torch.nn as nn\nw = nn.Linear(2, 2).weight\nk = (7\n     % 3)\nnn.init.normal(w)\n"
+    assert parses(code)
+    assert fix_source(code, lambda s: check_source(s)).source.endswith("nn.init.normal_(w)\n")

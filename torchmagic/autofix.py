@@ -77,9 +77,10 @@ def _fix_notebook(
     # cell 4 GPU findings, as `torchmagic check` reports them.
     carry: Carry | None = Carry()
     accelerator = False
+    document = "\n".join(source(c) for _, c in code if source(c).strip())
     for _, cell in code:
         if source(cell).strip():
-            r = lint(source(cell), select=select, ignore=ignore, carry=carry)
+            r = lint(source(cell), select=select, ignore=ignore, carry=carry, document=document)
             carry, accelerator = r.carry, accelerator or r.accelerator
     out = FileFix(path)
     carry = Carry()
@@ -92,7 +93,9 @@ def _fix_notebook(
         before = carry
 
         def check(s: str, before: Carry | None = before, label: str = label) -> list[Finding]:
-            return lint(s, path=label, select=select, ignore=ignore, carry=before).resolved(accelerator)
+            return lint(
+                s, path=label, select=select, ignore=ignore, carry=before, document=document
+            ).resolved(accelerator)
 
         result = fix_source(src, check, unsafe=unsafe)
         out.applied += [(label, f) for f in result.applied]

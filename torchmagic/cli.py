@@ -344,10 +344,13 @@ def lint_file(path: str, select: list[str] | None = None, ignore: list[str] | No
     # A notebook's cells share one namespace: what cell 2 builds is known in cell 5, and a
     # model moved to the GPU in cell 9 makes the `.item()` loop of cell 4 a GPU wait.
     carry = Carry() if path.endswith(".ipynb") else None
+    document = "\n".join(u.code for u in units) if carry is not None else None
     results = []
     for unit in units:
         try:
-            result = lint(unit.code, path=unit.label, select=select, ignore=ignore, carry=carry)
+            result = lint(
+                unit.code, path=unit.label, select=select, ignore=ignore, carry=carry, document=document
+            )
             carry = result.carry
         except Exception as e:  # a bug in torchmagic must not hide the other files' findings
             errors.append(f"{unit.label}: error: internal error ({type(e).__name__}: {e})")

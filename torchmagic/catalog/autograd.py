@@ -114,12 +114,12 @@ RULES = [
             `p` by elementwise operations
             """,
         autofix="""
-            Two safe edits: `nn.init.*_(w.data)` becomes `nn.init.*_(w)` (init writes under
-            `no_grad` into the same storage either way), and `loss.data[0]` on a 0-dim tensor becomes
-            `loss.item()` (the line raises on current PyTorch). Unsafe: a read `x.data` becomes
-            `x.detach()`, which shares the version counter, so an in-place write to the result now makes a
-            later backward fail loudly instead of computing with changed values. Writes through `.data`
-            need restructuring under `no_grad` and get no edit.
+            Safe: `nn.init.*_(w.data)` becomes `nn.init.*_(w)` (init writes under `no_grad` into
+            the same storage either way). Unsafe: `loss.data[0]` becomes `loss.item()` (the tensor is taken
+            for 0-dim from what it holds; one with elements indexed fine and would now raise), and a read
+            `x.data` becomes `x.detach()`, which shares the version counter, so an in-place write to the
+            result now makes a later backward fail loudly instead of computing with changed values. Writes
+            through `.data` need restructuring under `no_grad` and get no edit.
             """,
     ),
     Rule(
@@ -138,8 +138,9 @@ RULES = [
             Safe. `Variable(x)` becomes `x.detach()` — exactly what the wrapper still does: a
             tensor that shares `x`'s storage and carries no graph. `Variable(x, requires_grad=True)`
             becomes `x.detach().requires_grad_()`; `volatile=` has no effect any more and is dropped. When
-            `x` is a fresh factory call (`torch.randn(3)`, `torch.tensor(data)`), detaching would change
-            nothing and the wrapper simply goes.
+            `x` is a fresh factory call (`torch.randn(3)`, `torch.tensor(data)`, `torch.from_numpy(a)`),
+            detaching would change nothing and the wrapper simply goes; not for the legacy `torch.Tensor(t)`
+            constructors, which alias a tensor argument with its graph.
             """,
     ),
     Rule(
@@ -159,8 +160,8 @@ RULES = [
         fix="preds = model(x).detach().cpu().numpy()",
         not_flagged="chains that contain `.detach()` or run under `no_grad`/`inference_mode`",
         autofix="""
-            Safe. Inserts `.detach()` after the model output, before `.cpu()`/`.numpy()`: on a
-            tensor without gradients it changes nothing, on one with gradients the line raised.
+            Safe. Inserts `.detach()` right before `.numpy()`: on a tensor without gradients it
+            changes nothing, on one with gradients the line raised.
             """,
     ),
     Rule(

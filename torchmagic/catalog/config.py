@@ -68,9 +68,10 @@ RULES = [
                 p.requires_grad = False        # or backbone.requires_grad_(False)
             """,
         autofix="""
-            Safe when the typo appears nowhere else in the source: `p.require_grad = False`
-            becomes `p.requires_grad = False`; nothing read the stray attribute, so the only change is the
-            one the line was written to make. Unsafe when other code spells the typo (it may read it).
+            Unsafe. `p.require_grad = False` becomes `p.requires_grad = False`. The line then does what
+            it was written to do, which changes what the program computes (the point), and can make it
+            raise where it ran: an in-place write into a tensor that now requires grad, or `requires_grad`
+            set on a non-leaf or an integer tensor.
             """,
     ),
     Rule(

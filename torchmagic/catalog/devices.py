@@ -81,9 +81,11 @@ RULES = [
             GPU, and files from elsewhere, are flagged
             """,
         autofix="""
-            Unsafe. Adds `map_location=device` when the code has a `device` name at that point,
-            otherwise `map_location="cpu"` (from where `.to(device)` still works). Unsafe because the
-            tensors land on a different device than before, which is the point.
+            Unsafe. Adds `map_location=device` when the code has a `device` name there (a module-level
+            one counts for a load inside a function), otherwise `map_location="cpu"` when the code uses no
+            accelerator at all (from there `.to(device)` still works). Code that uses the GPU without a
+            `device` name gets no edit: the CPU would leave the loaded model away from its CUDA inputs.
+            Unsafe because the tensors land on a different device than before, which is the point.
             """,
     ),
     Rule(

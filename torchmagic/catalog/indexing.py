@@ -73,8 +73,10 @@ RULES = [
         fix="y = x.transpose(1, 2).reshape(b, -1)    # or .contiguous().view(b, -1)",
         not_flagged="`.contiguous()` in between; `.view` on other results",
         autofix="""
-            Safe. `.view(...)` becomes `.reshape(...)`: wherever `view` succeeds, `reshape`
-            returns the same view; where it raised, `reshape` copies.
+            Safe. `.view(...)` becomes `.reshape(...)` where the arguments can only be sizes
+            (several of them, a tuple, or a size expression): wherever `view` succeeds, `reshape` returns
+            the same view; where it raised, `reshape` copies. No edit for `view(size=...)` (reshape spells
+            it `shape=`) or a single name that might hold a dtype.
             """,
     ),
 ]

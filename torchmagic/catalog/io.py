@@ -37,7 +37,8 @@ RULES = [
             Unsafe. `torch.save(model, f)` becomes `torch.save(model.state_dict(), f)` (and a
             module stored in a checkpoint dict written in the call, `{"model": model}`, becomes
             `model.state_dict()`). Unsafe because the code that loads the file must change with it: build
-            the model, then `load_state_dict`.
+            the model, then `load_state_dict`. No edit where the same file or notebook loads whole models
+            back (`torch.load` without any `load_state_dict`): the edit alone would break it.
             """,
     ),
     Rule(

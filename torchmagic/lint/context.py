@@ -149,6 +149,9 @@ class Context:
         accelerator_hint: bool = False,
     ) -> None:
         self.lines = lines
+        # the whole file or notebook this source is part of (set by the CLI for notebooks):
+        # fixes read it for other uses of what they change
+        self._document: str | None = None
         self.namespace = namespace
         # the namespace holds what this very source bound when it ran (a checked cell, after it
         # ran): live values may answer for names the source binds too
@@ -277,6 +280,12 @@ class Context:
         if live is not None:
             return live
         return DEFAULT_IMPORTS.get(name)
+
+    @property
+    def document(self) -> str:
+        if self._document is None:
+            self._document = "\n".join(self.lines)
+        return self._document
 
     def spelling(self, qualified: str) -> str | None:
         """How this source can write `qualified` (`torch.nn.ModuleList` is `nn.ModuleList`

@@ -59,11 +59,13 @@ def lint(
     carry: Carry | None = None,
     post_run: bool = False,
     accelerator_hint: bool = False,
+    document: str | None = None,
 ) -> LintResult:
     """`check_source`, also telling which rules failed internally. `carry` is what earlier
     cells of the same notebook established (imports, classes, what names hold); `post_run`:
     `namespace` holds what this source bound when it ran (a checked cell, after it ran);
-    `accelerator_hint`: something outside this source already uses an accelerator."""
+    `accelerator_hint`: something outside this source already uses an accelerator;
+    `document`: the whole notebook the source is a cell of (fixes look there for other uses)."""
     prep = prepare(code)
     if not prep.is_python:
         return LintResult(carry=carry)
@@ -84,6 +86,8 @@ def lint(
         return LintResult([syntax_error(what, None, None)], carry=carry)
     checks = static_checks(select, ignore)
     ctx = Context(prep.lines, namespace, post_run=post_run, accelerator_hint=accelerator_hint)
+    if document is not None:
+        ctx._document = document
     if carry is not None:
         carry.into(ctx)
     try:

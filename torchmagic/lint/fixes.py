@@ -3,8 +3,10 @@
 Edits are built from AST positions, which count columns in UTF-8 bytes; `Edit` counts
 characters, as editors and the notebook model do. Applying: from the last edit up, edits
 that overlap an earlier-chosen one are left for the next round, every fix is applied on its
-own and kept only if the source still parses, and rounds repeat (linting again) until
-nothing changes, so applying twice changes nothing the second time.
+own and kept only if the source still parses, and rounds repeat (linting again) until no
+fix is left to apply — a statement reports one finding per rule, so a second `Variable(...)`
+on the same line shows up only once the first is fixed. The result is a fixed point: fixing
+it again changes nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from ..report import Edit, Finding, Fix
 from .source import prepare
 
-MAX_ROUNDS = 4
+MAX_ROUNDS = 32  # a bound, not a budget: real files settle in two or three rounds
 
 
 def _char_col(line_text: str, byte_col: int) -> int:
@@ -135,6 +137,12 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     """`source` with the (non-overlapping) edits applied, last first."""
     lines = source.split("\n")
     for e in sorted(edits, key=lambda e: (e.line, e.col), reverse=True):
+        if (
+            not (1 <= e.line <= e.end_line <= len(lines))
+            or e.col > len(lines[e.line - 1])
+            or e.end_col > len(lines[e.end_line - 1])
+        ):
+            raise ValueError(f"edit {e} is outside the source")
         head = lines[e.line - 1][: e.col]
         tail = lines[e.end_line - 1][e.end_col :]
         lines[e.line - 1 : e.end_line] = (head + e.text + tail).split("\n")
@@ -146,16 +154,20 @@ def _overlaps(a: Edit, b: Edit) -> bool:
 
 
 def parses(source: str) -> bool:
+    """The source parses as a cell (IPython syntax rewritten) or as plain Python (a `.py` file
+    whose continuation line starts with `%`, which the cell rewrite would take for a magic)."""
     prep = prepare(source)
     if not prep.is_python:
         return True
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(prep.python)
-        return True
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
+    for text in (prep.python, source):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ast.parse(text)
+            return True
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+    return False
 
 
 @dataclass
@@ -179,10 +191,14 @@ def fix_source(source: str, lint: Callable[[str], list[Finding]], *, unsafe: boo
     result = FixResult(source)
     if not parses(source):
         return result
-    tried: set[tuple[str, int | None, str]] = set()
+    refused: set[tuple[str, tuple[Edit, ...]]] = set()  # fixes that did not fit or broke parsing
+    seen = {source}
     for _ in range(MAX_ROUNDS):
-        candidates = [f for f in lint(result.source) if wanted(f, unsafe)]
-        candidates = [f for f in candidates if (f.rule, f.line, f.fix.title) not in tried]  # type: ignore[union-attr]
+        candidates = [
+            f
+            for f in lint(result.source)
+            if wanted(f, unsafe) and (f.rule, f.fix.edits) not in refused  # type: ignore[union-attr]
+        ]
         if not candidates:
             break
         chosen: list[Edit] = []
@@ -192,17 +208,25 @@ def fix_source(source: str, lint: Callable[[str], list[Finding]], *, unsafe: boo
             edits = f.fix.edits  # type: ignore[union-attr]
             if any(_overlaps(e, c) for e in edits for c in chosen):
                 continue  # the next round, against the source as it is then
-            tried.add((f.rule, f.line, f.fix.title))  # type: ignore[union-attr]
-            attempt = apply_edits(result.source, edits)
+            try:
+                attempt = apply_edits(result.source, edits)
+            except ValueError:
+                refused.add((f.rule, edits))
+                continue
+            if attempt == result.source:
+                refused.add((f.rule, edits))
+                continue
             if not parses(attempt):
+                refused.add((f.rule, edits))
                 result.broke_parsing.append(f)
                 continue
             result.source = attempt
             result.applied.append(f)
             chosen.extend(edits)
             progress = True
-        if not progress:
-            break
+        if not progress or result.source in seen:
+            break  # nothing applied, or a cycle (a fix that undoes another): stop here
+        seen.add(result.source)
     return result
 
 
@@ -213,6 +237,23 @@ def unified_diff(old: str, new: str, name: str) -> str:
         return [ln if ln.endswith("\n") else ln + "\n" for ln in text.splitlines(keepends=True)]
 
     return "".join(difflib.unified_diff(lines(old), lines(new), f"a/{name}", f"b/{name}"))
+
+
+def preview(code: str, fix: Fix) -> list[str]:
+    """The lines a fix changes in `code`, as `-`/`+` lines: what a frontend that cannot edit
+    shows instead of an Apply button. Empty when the edits do not fit `code`."""
+    import difflib
+
+    try:
+        new = apply_edits(code, fix.edits)
+    except (IndexError, ValueError):
+        return []
+    out = []
+    for line in difflib.unified_diff(code.split("\n"), new.split("\n"), n=0, lineterm=""):
+        if line.startswith(("---", "+++", "@@")):
+            continue
+        out.append(line)
+    return out
 
 
 def fix_of(title: str, edits: Sequence[Edit], applicability: str = "safe") -> Fix:

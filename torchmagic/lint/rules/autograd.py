@@ -600,10 +600,12 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
                 node,
                 f"`{owner}.data[0]` indexes a 0-dim tensor: it raises on current PyTorch.",
                 f"Read the number with `{owner}.item()`.",
-                # the line raises as written, so no working program changes
+                # unsafe: the tensor is taken for 0-dim from what it holds (a loss); one with
+                # elements (`reduction="none"`) indexed fine and would now raise
                 fix=fix_of(
                     "Read it with `.item()`",
                     [ctx.edits.replace(parent, f"{ctx.edits.atom(node.value)}.item()")],
+                    "unsafe",
                 ),
             )
             return
@@ -698,6 +700,8 @@ def _fresh_tensor(ctx: Context, node: ast.AST) -> bool:
 
 
 _FRESH = frozenset(
+    # not the legacy `torch.Tensor(t)` / `torch.FloatTensor(t)`: given a tensor they alias it,
+    # graph and all, so the wrapper's detach still matters there
     {
         "zeros",
         "ones",
@@ -712,9 +716,6 @@ _FRESH = frozenset(
         "tensor",
         "from_numpy",
         "randperm",
-        "LongTensor",
-        "FloatTensor",
-        "Tensor",
     }
 )
 
@@ -763,9 +764,7 @@ def numpy_without_detach(call: ast.Call, ctx: Context) -> None:
         f"`{unparse(call, 50)}` fails on a tensor that requires grad.",
         f"Detach first: `{unparse(root, 30)}.detach().cpu().numpy()`.",
         # `.detach()` changes no value: without grad it is a no-op, with grad the line raised
-        fix=fix_of("Detach first", [ctx.edits.insert_after(root, ".detach()")])
-        if isinstance(root, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
-        else None,
+        fix=fix_of("Detach first", [ctx.edits.insert_after(call.func.value, ".detach()")]),
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import re
 
 from ...report import Fix
 from ..context import Context
@@ -51,15 +50,10 @@ def requires_grad_typo(node: ast.Assign | ast.AnnAssign | ast.AugAssign, ctx: Co
 
 
 def _typo_fix(attr: ast.Attribute, ctx: Context) -> Fix:
-    # Safe while nothing else in the source spells the typo: then no code reads the stray
-    # attribute, and the only change is the one the line was written to make.
-    word = re.compile(rf"\.{attr.attr}\b")
-    spelled = sum(len(word.findall(line)) for line in ctx.lines)
-    return fix_of(
-        "Set `requires_grad`",
-        [ctx.edits.attribute_name(attr, "requires_grad")],
-        "safe" if spelled == 1 else "unsafe",
-    )
+    # Unsafe: the line then does what it was written to do, which changes what the program
+    # computes, and can make it raise where it ran (an in-place write into a tensor that now
+    # requires grad; `requires_grad` on a non-leaf or an integer tensor).
+    return fix_of("Set `requires_grad`", [ctx.edits.attribute_name(attr, "requires_grad")], "unsafe")
 
 
 _NORMALISERS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid"}

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from weakref import WeakKeyDictionary
 
+from ...report import Fix
 from ..accelerator import CPU, device_type_of_literal, where
 from ..context import Context
 from ..fixes import fix_of
@@ -129,7 +130,7 @@ class _Load:
     path: str | None
     literal: bool
     scope: ast.AST | None
-    target: str  # what the fix passes as map_location
+    target: str | None  # `device` when the code has one at the load
 
 
 @dataclass
@@ -249,8 +250,7 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
         line, col = stmt.lineno, stmt.col_offset
     f = keyword(call, "f") or (call.args[0] if call.args else None)
     path, literal = _path_of(ctx, f)
-    # `device` where the code has one, else the CPU (from where `.to(device)` still works)
-    target = "device" if ctx.defined("device") else '"cpu"'
+    target = "device" if ctx.defined("device") else None
     files.loads.append(
         _Load(call, SimpleNamespace(lineno=line, col_offset=col), path, literal, scope, target)
     )
@@ -274,12 +274,23 @@ def _decide_loads(ctx: Context, files: _Files) -> None:
             "Pass the target device: `torch.load(f, map_location=device)`.",
             # a file this code wrote holds GPU tensors only where the code uses an accelerator
             needs_accelerator=own,
-            fix=fix_of(
-                f"Load onto `{load.target}`",
-                [ctx.edits.add_keyword(load.call, f"map_location={load.target}")],
-                "unsafe",  # the tensors land elsewhere than before (the point)
-            ),
+            fix=_map_location_fix(ctx, load),
         )
+
+
+def _map_location_fix(ctx: Context, load: _Load) -> Fix | None:
+    """`map_location=device` where the code has a `device`; the CPU where it uses no accelerator
+    at all (from there `.to(device)` still works). Code that uses the GPU without a `device`
+    name gets no edit: the CPU would leave the loaded model away from its CUDA inputs."""
+    in_function = isinstance(load.scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    if load.target is None and in_function and "device" in ctx.frames[0].names:
+        target: str | None = "device"  # a module-level `device`, bound by the time the function runs
+    else:
+        target = load.target or ('"cpu"' if not ctx.accelerator_seen else None)
+    if target is None:
+        return None
+    edit = ctx.edits.add_keyword(load.call, f"map_location={target}")
+    return fix_of(f"Load onto `{target}`", [edit], "unsafe")  # the tensors land elsewhere (the point)
 
 
 _ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})

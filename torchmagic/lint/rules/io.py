@@ -169,6 +169,9 @@ def _state_dict_fix(ctx: Context, module: ast.AST, call: ast.Call) -> Fix | None
     # unsafe: the file then holds weights, and the code that loads it must change with it
     if not _inside(module, call):
         return None  # a dict built elsewhere, which other code may also use
+    document = ctx.document
+    if "torch.load(" in document and "load_state_dict" not in document:
+        return None  # this code loads whole models back: the edit alone would break it
     return (
         fix_of("Save the `state_dict()`", [ctx.edits.insert_after(module, ".state_dict()")], "unsafe")
         if isinstance(module, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))

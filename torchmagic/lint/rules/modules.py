@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -534,7 +535,9 @@ def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
         args = node.args[-1:] if f.attr == "insert" else node.args[:1]
         if not any(_unregistered_module(ctx, a) or _holds_modules(ctx, a) for a in args):
             return
-        if owner.attr in ctx.cls.flagged:  # one finding per attribute
+        if owner.attr in ctx.cls.flagged or _registered_elsewhere(
+            ctx, owner.attr
+        ):  # one finding per attribute
             return
         ctx.cls.flagged.add(owner.attr)
         container = "dict" if ctx.cls.attrs.get(owner.attr) == "dict" else "list"
@@ -544,6 +547,8 @@ def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
     target = _self_attr_target(node)  # type: ignore[arg-type]
     if target is None or value is None or not _holds_modules(ctx, value):
         return
+    if _registered_elsewhere(ctx, target.attr):
+        return
     container = (
         "dict"
         if isinstance(value, (ast.Dict, ast.DictComp))
@@ -552,6 +557,45 @@ def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
         else "list"
     )
     _flag_container(ctx, node, target.attr, container, _display_fix(ctx, node, value, target.attr))
+
+
+_NN_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
+_ADDERS = frozenset({"add_module", "register_module", "register_parameter"})
+
+
+def _registered_elsewhere(ctx: Context, attr: str) -> bool:
+    """The class registers the items itself: `nn.Sequential(*self.layers)`,
+    `nn.ModuleList(self.layers)`, or `self.add_module(name, layer)` in a loop over them. The
+    plain list is then an alias the model does not need registered twice."""
+    if ctx.cls is None:
+        return False
+    for sub in ast.walk(ctx.cls.node):
+        if isinstance(sub, ast.Call):
+            q = ctx.qualname(sub.func) or ""
+            if q.startswith("torch.nn.") and q.rsplit(".", 1)[-1] in _NN_CONTAINERS:
+                for a in sub.args:
+                    inner = a.value if isinstance(a, ast.Starred) else a
+                    if _is_self_attr(inner, attr):
+                        return True
+        elif isinstance(sub, (ast.For, ast.AsyncFor)):
+            it = sub.iter
+            if (
+                isinstance(it, ast.Call)
+                and it.args
+                and isinstance(it.func, ast.Name)
+                and it.func.id in ("enumerate", "zip")
+            ):
+                it = it.args[0]
+            if not _is_self_attr(it, attr):
+                continue
+            for inner in ast.walk(sub):
+                if isinstance(inner, ast.Call):
+                    f = inner.func
+                    if (isinstance(f, ast.Attribute) and f.attr in _ADDERS) or (
+                        isinstance(f, ast.Name) and f.id == "setattr"
+                    ):
+                        return True
+    return False
 
 
 def _flag_container(ctx: Context, node: ast.AST, attr: str, container: str, fix: Fix | None) -> None:
@@ -605,13 +649,14 @@ def _display_fix(ctx: Context, node: ast.AST, value: ast.AST, attr: str) -> Fix 
     else:
         return None
     found = _wrapper(ctx, items, container)
-    if found is None or not _class_uses_it_as(ctx, attr, found[1]) or not _after_module_init(ctx, node):
+    if found is None or not _fits(ctx, attr, found[1], node):
         return None
-    wrapper = found[0]
+    wrapper, name = found
     bare_tuple = isinstance(value, ast.Tuple) and not ctx.edits.source(value).startswith("(")
     opening, closing = (f"{wrapper}((", "))") if bare_tuple else (f"{wrapper}(", ")")
     edits = [ctx.edits.insert_before(value, opening), ctx.edits.insert_after(value, closing)]
-    return fix_of(f"Wrap in `{wrapper}`", edits, "unsafe" if isinstance(value, ast.DictComp) else "safe")
+    risky = isinstance(value, ast.DictComp) or name.startswith("Parameter")
+    return fix_of(f"Wrap in `{wrapper}`", edits, "unsafe" if risky else "safe")
 
 
 def _filled_later_fix(ctx: Context, attr: str, container: str) -> Fix | None:
@@ -656,10 +701,53 @@ def _filled_later_fix(ctx: Context, attr: str, container: str) -> Fix | None:
                 else:
                     return None
     found = _wrapper(ctx, added, "list")
-    if found is None or not _class_uses_it_as(ctx, attr, found[1]) or not _after_module_init(ctx, store):
+    if found is None or not _fits(ctx, attr, found[1], store):
         return None
-    wrapper = found[0]
-    return fix_of(f"Make it an `{wrapper}`", [ctx.edits.replace(value, f"{wrapper}()")])
+    wrapper, name = found
+    edit = ctx.edits.replace(value, f"{wrapper}()")
+    return fix_of(f"Make it an `{wrapper}`", [edit], "unsafe" if name.startswith("Parameter") else "safe")
+
+
+def _fits(ctx: Context, attr: str, wrapper: str, store: ast.AST) -> bool:
+    return (
+        _after_module_init(ctx, store)
+        and _class_uses_it_as(ctx, attr, wrapper)
+        and _document_uses_it_as(ctx, attr, wrapper)
+    )
+
+
+# list and dict methods the nn containers lack (code elsewhere calling one would break)
+_PLAIN_ONLY = frozenset(
+    {
+        "sort",
+        "reverse",
+        "index",
+        "count",
+        "remove",
+        "copy",
+        "clear",
+        "get",
+        "setdefault",
+        "popitem",
+        "fromkeys",
+    }
+)
+
+
+def _document_uses_it_as(ctx: Context, attr: str, wrapper: str) -> bool:
+    """Code outside the class (the rest of the file or notebook) that reaches the attribute
+    through an instance (`model.layers.sort()`, `model.layers + extra`, `isinstance(m.layers,
+    list)`, an assignment) would break once it is an nn container. `self.<attr>` is the class's
+    own business (`_class_uses_it_as`), here or in other classes with an attribute of that name."""
+    allowed = _METHODS[wrapper]
+    text = ctx.document
+    at = rf"(?<!self)\.{re.escape(attr)}\b"
+    for m in re.finditer(rf"{at}\s*\.\s*(\w+)", text):
+        if m.group(1) in _PLAIN_ONLY and m.group(1) not in allowed:
+            return False
+    if re.search(rf"{at}\s*[-+*]|[-+*]\s*[\w.]*{at}|isinstance\(\s*[\w.]*{at}\s*,", text):
+        return False
+    return re.search(rf"{at}\s*[-+*/]?=(?!=)", text) is None
 
 
 def _stores(cls: ast.ClassDef, attr: str) -> list[ast.Assign | ast.AnnAssign]:
