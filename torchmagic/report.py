@@ -233,6 +233,9 @@ class Report:
     errors: list[str] = field(default_factory=list)
     check_s: float = 0.0
     finished: float = 0.0  # wall-clock time the report was completed (for "most recent")
+    # the cell's source as it was checked: what finding lines and fix edits refer to (a
+    # frontend applies a fix only while the cell still reads exactly this)
+    code: str = ""
 
     def sorted_findings(self) -> list[Finding]:
         return sorted(
@@ -291,6 +294,7 @@ class Report:
             "memory": self.memory.to_dict(),
             "memory_by_device": self.memory_by_device(),
             "errors": list(self.errors),
+            "code": self.code,
         }
         if truncated:
             out["truncated"] = truncated

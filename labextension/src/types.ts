@@ -115,6 +115,8 @@ export interface IReport {
   memory?: IMemoryRecord;
   memory_by_device?: { [device: string]: number };
   errors?: string[];
+  /** The cell's source as it was checked: what finding lines and fix edits refer to. */
+  code?: string;
 }
 
 /** One rule of the catalog, as the kernel sends it in `hello` (newer kernels only). */
@@ -162,7 +164,47 @@ export interface IClosedMessage {
   channel?: string;
 }
 
-export type KernelMessage = IHelloMessage | IReportMessage | IClosedMessage;
+/** The widget under a cell asks the panel to apply a fix (its Apply fix button was clicked). */
+export interface IApplyFixMessage {
+  type: 'apply-fix';
+  id: string;
+  cell_id: string;
+  /** The source the edits were computed against: applied only while the cell still reads it. */
+  code: string;
+  rule: string;
+  line?: number | null;
+  fix: IFix;
+}
+
+export type KernelMessage = IHelloMessage | IReportMessage | IClosedMessage | IApplyFixMessage;
+
+/** What the panel can do besides showing reports, announced to the kernel when it attaches. */
+export const CAPABILITIES = ['apply-fix'];
+
+/** Messages the panel sends to the kernel. */
+export interface IRequestMessage {
+  type: 'request';
+  capabilities?: string[];
+}
+
+export interface ICapabilitiesMessage {
+  type: 'capabilities';
+  capabilities: string[];
+}
+
+export interface IFixResultMessage {
+  type: 'fix-result';
+  id: string;
+  ok: boolean;
+  reason?: string;
+}
+
+/** The outcome of applying a fix to a cell. */
+export interface IFixOutcome {
+  ok: boolean;
+  /** Why not, in a sentence the user can act on (empty when applied). */
+  reason: string;
+}
 
 /** What the panel shows for one notebook's kernel. */
 export type ConnectionState =
