@@ -277,6 +277,16 @@ def test_findings_with_an_edit_show_it_as_a_diff_of_the_cells_lines():
     assert "edit that may change behaviour" in html  # TM402's edit is unsafe
     # without the cell's source (an older saved report) there is no diff, only the hint
     assert "tm-diff" not in findings_table(r.sorted_findings())
+    # the terminal and text/plain views show the same edit
+    from torchmagic.views.terminal import render_text
+
+    text = render_text(r)
+    assert (
+        "edit: Call `normal_`\n" in text
+        and "-nn.init.normal(w)\n" in text
+        and "+nn.init.normal_(w)\n" in text
+    )
+    assert "edit (may change behaviour): Use `torch.inference_mode()`" in text
 
 
 def test_apply_fix_buttons_only_where_a_panel_can_edit():
