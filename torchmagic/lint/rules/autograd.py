@@ -10,7 +10,7 @@ from ..context import Context, LoopInfo, grad_context
 from ..fixes import fix_of
 from ..kinds import MODULE, NUMBER
 from ..registry import check
-from ._common import call_chain, chain_root, name_like, receiver, unparse
+from ._common import call_chain, chain_root, name_like, receiver, unparse, unparse_operand
 from ._flow import (
     Flow,
     backward_roots,
@@ -120,7 +120,7 @@ def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
             f"`{unparse(node, 50)}` keeps the autograd graph of every iteration alive.",
             "Store a number: `"
             + unparse(node.func, 30)
-            + f"({unparse(node.args[0], 20)}.item())` (or `.detach()` to stay on the device).",
+            + f"({unparse_operand(node.args[0], 20)}.item())` (or `.detach()` to stay on the device).",
         )
         return
     label = (
@@ -528,7 +528,7 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     owner_node = node.value
     if not _tensor_owner(ctx, owner_node, node):
         return
-    owner = unparse(owner_node, 40)
+    owner = unparse_operand(owner_node, 40)
     if isinstance(node.ctx, ast.Load) and _in_conversion_swap(ctx):
         return  # `p.data = fn(p.data)`: the read is part of the swap
     grand = ctx.stack[-2] if len(ctx.stack) >= 2 else None
@@ -762,7 +762,7 @@ def numpy_without_detach(call: ast.Call, ctx: Context) -> None:
     ctx.flag(
         call,
         f"`{unparse(call, 50)}` fails on a tensor that requires grad.",
-        f"Detach first: `{unparse(root, 30)}.detach().cpu().numpy()`.",
+        f"Detach first: `{unparse_operand(root, 30)}.detach().cpu().numpy()`.",
         # `.detach()` changes no value: without grad it is a no-op, with grad the line raised
         fix=fix_of("Detach first", [ctx.edits.insert_after(call.func.value, ".detach()")]),
     )

@@ -8,7 +8,7 @@ from ...report import Fix
 from ..context import Context
 from ..fixes import fix_of
 from ..registry import check
-from ._common import call_chain, unparse
+from ._common import call_chain, unparse, unparse_operand
 
 _OLD_INIT = frozenset(
     {"xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal", "normal", "uniform", "constant"}
@@ -44,7 +44,7 @@ def requires_grad_typo(node: ast.Assign | ast.AnnAssign | ast.AugAssign, ctx: Co
                 ctx.flag(
                     node,
                     f"`{unparse(sub, 40)}` is a typo of `requires_grad` and sets an unrelated attribute.",
-                    f"Write `{unparse(sub.value, 30)}.requires_grad = ...`.",
+                    f"Write `{unparse_operand(sub.value, 30)}.requires_grad = ...`.",
                     fix=_typo_fix(sub, ctx) if not isinstance(node, ast.AugAssign) else None,
                 )
 

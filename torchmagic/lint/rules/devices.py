@@ -13,7 +13,7 @@ from ..context import Context
 from ..fixes import fix_of
 from ..nodes import has_kwargs_splat, keyword, terminal_name
 from ..registry import check
-from ._common import chain_root, is_cuda_literal, is_cuda_move, move_target, unparse
+from ._common import chain_root, is_cuda_literal, is_cuda_move, move_target, unparse, unparse_operand
 
 _DEVICE_SELECTION_HINT = (
     'Choose the device once: `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`'
@@ -57,7 +57,7 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
         return  # `.cuda(rank)`, `.cuda(args.gpu)`: one GPU per process, chosen at run time
     ctx.flag(
         call,
-        f"`{unparse(call.func.value, 40)}.cuda({unparse(index, 20) if index is not None else ''})` hardcodes the CUDA device.",
+        f"`{unparse_operand(call.func.value, 40)}.cuda({unparse(index, 20) if index is not None else ''})` hardcodes the CUDA device.",
         _DEVICE_SELECTION_HINT,
     )
 

@@ -9,7 +9,7 @@ from ..context import Context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
 from ..registry import check
-from ._common import unparse
+from ._common import unparse, unparse_operand
 
 
 def _length_of(ctx: Context, expr: ast.AST, depth: int = 0) -> ast.AST | None:
@@ -281,7 +281,7 @@ def view_after_transpose(call: ast.Call, ctx: Context) -> None:
     ctx.flag(
         call,
         f"`{unparse(call, 50)}` calls `.view` on the non-contiguous result of `{what}`.",
-        f"Use `{unparse(value, 30)}.reshape(...)` or `{unparse(value, 30)}.contiguous().view(...)`.",
+        f"Use `{unparse_operand(value, 30)}.reshape(...)` or `{unparse_operand(value, 30)}.contiguous().view(...)`.",
         # reshape returns the same view wherever view succeeds; where view raised, it copies
         fix=fix_of("Use `.reshape`", [ctx.edits.attribute_name(call.func, "reshape")])
         if _sizes_only(ctx, call)

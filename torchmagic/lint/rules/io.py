@@ -11,7 +11,7 @@ from ..fixes import fix_of
 from ..kinds import MODULE, TENSOR_KINDS
 from ..nodes import keyword
 from ..registry import check
-from ._common import unparse
+from ._common import unparse, unparse_operand
 from ._flow import module_node
 
 # builders whose result is a module although the linter cannot see its class
@@ -144,14 +144,14 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
         ctx.flag(
             call,
             f"`{unparse(call, 50)}` pickles the whole module, tied to its class path.",
-            f"Save the weights: `torch.save({unparse(obj, 30)}.state_dict(), f)`.",
+            f"Save the weights: `torch.save({unparse_operand(obj, 30)}.state_dict(), f)`.",
             fix=_state_dict_fix(ctx, obj, call),
         )
         return
     is_dict = not isinstance(ctx.origin(obj) if isinstance(obj, ast.Name) else obj, (ast.List, ast.Tuple))
     for k, v in _dict_items(ctx, obj):
         if _is_module(ctx, v):
-            name = unparse(v, 20)
+            name = unparse_operand(v, 20)
             where = "checkpoint dict" if is_dict else "list"
             store = f"'{k}': {name}.state_dict()" if is_dict else f"{name}.state_dict()"
             ctx.flag(
