@@ -103,3 +103,20 @@ def test_more_specific_rule_wins_on_the_same_line() -> None:
         "        return self.x[i].to('cuda')\n"
     )
     assert [f.rule for f in check_source(code)] == ["TM204"]
+
+
+def test_TM101_hint_names_only_factories_pytorch_has() -> None:
+    import re
+
+    import torch
+
+    from torchmagic.lint.rules.modules import FACTORIES
+
+    for name in sorted(FACTORIES):
+        args = "0.0, 1.0, size=(3,)" if name == "normal" else "3"
+        code = f"import torch\nimport torch.nn as nn\nclass N(nn.Module):\n    def forward(self, x):\n        return torch.{name}({args})\n"
+        hint = only(code, "TM101").hint
+        for method in re.findall(r"x\.(new_\w+)\(", hint):
+            assert hasattr(torch.Tensor, method), (name, method)
+        for func in re.findall(r"torch\.(\w+)\(", hint):
+            assert hasattr(torch, func), (name, func)

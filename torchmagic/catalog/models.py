@@ -26,7 +26,11 @@ RULES = [
             # constant tensors: self.register_buffer("mask", torch.ones(10)) in __init__
             """,
         not_flagged="""
-            factories with a `device=` argument; `*_like` and `x.new_*`; code outside `forward`/methods it calls
+            factories with a `device=` argument; `*_like` and `x.new_*`; `torch.normal(mu, std)` with
+            tensor arguments (built on their device); code outside `forward`/methods it calls. The hint
+            names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
+            for zeros/ones/empty/full/rand/randn/randint, `device=` for the rest (`arange`, `eye`,
+            `linspace`, ...)
             """,
         overrides=("TM102",),
         autofix="""
@@ -34,7 +38,7 @@ RULES = [
             the call already reads (`torch.zeros(x.size(0), 4)`) or the forward's input when it is named
             like one. Unsafe because the tensor moves, which is the point, and code that relied on a CPU
             tensor there changes. Not `x.new_zeros(...)`, which would also take `x`'s dtype. No fix for
-            `torch.normal` (no `device=` with tensor arguments) or when no input tensor is in sight.
+            `torch.normal` or when no input tensor is in sight.
             """,
     ),
     Rule(

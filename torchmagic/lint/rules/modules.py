@@ -9,7 +9,7 @@ from weakref import WeakKeyDictionary
 from ...report import Fix
 from ..context import Context, grad_context
 from ..fixes import fix_of
-from ..kinds import DTYPE, MODULE, PARAMETER, TENSOR, TENSOR_KINDS
+from ..kinds import DTYPE, MODULE, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
 from ._common import unparse
@@ -50,13 +50,45 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
     if keyword(call, "device") is not None or has_kwargs_splat(call):
         return
     name = q.split(".", 1)[1]
+    if name == "normal" and not _numbers_only(ctx, call):
+        return  # `torch.normal(mu, std)` with tensors is built on their device
     ctx.flag(
         call,
         f"`{_call_label(call)}` in `{ctx.method}` builds a new CPU tensor on every forward call.",
-        f"Build it on the input's device: `torch.{name}(..., device=x.device)`, `x.new_{name}(...)`"
-        f" or `torch.{name}_like(x)`; for a constant, `self.register_buffer(...)` in `__init__`.",
+        f"Build it on the input's device: {_device_following(name)}; for a constant,"
+        " `self.register_buffer(...)` in `__init__`.",
         fix=_on_input_device(call, name, ctx),
     )
+
+
+def _numbers_only(ctx: Context, call: ast.Call) -> bool:
+    """`torch.normal(0.0, 1.0, size=...)`: mean and std are Python numbers, not tensors."""
+    args = [*call.args[:2], *(kw.value for kw in call.keywords if kw.arg in ("mean", "std"))]
+    return all(
+        isinstance(a, ast.Constant)
+        or (isinstance(a, ast.UnaryOp) and isinstance(a.operand, ast.Constant))
+        or ctx.kind(a) == NUMBER
+        for a in args
+    )
+
+
+# the factories PyTorch has a `x.new_*` method or a `torch.*_like` function for (no
+# `x.new_arange`, no `torch.arange_like`, no `torch.tensor_like`)
+_NEW_METHODS = frozenset({"zeros", "ones", "empty", "full", "tensor"})
+_LIKE_FUNCTIONS = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "randint"})
+
+
+def _device_following(name: str) -> str:
+    """The spellings of `torch.<name>` that build on the input's device, real APIs only."""
+    if name == "normal":
+        # with tensor `mean`/`std` there is no `device=`; the size form takes one
+        return "`torch.normal(mean, std, size, device=x.device)` or `mean + std * torch.randn_like(x)`"
+    ways = [f"`torch.{name}(..., device=x.device)`"]
+    if name in _NEW_METHODS:
+        ways.append(f"`x.new_{name}(...)`")
+    if name in _LIKE_FUNCTIONS:
+        ways.append(f"`torch.{name}_like(x)`")
+    return ", ".join(ways[:-1]) + f" or {ways[-1]}" if len(ways) > 1 else ways[0]
 
 
 # factories that take `device=` (`torch.normal(mean, std)` with tensors does not)
