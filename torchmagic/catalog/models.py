@@ -97,7 +97,9 @@ RULES = [
             model.train()       # and back before training
             """,
         not_flagged="""
-            `self.training` reads; `def train(self, mode=True)` overrides calling `super().train(mode)`
+            `self.training` reads; `def train(self, mode=True)` overrides calling `super().train(mode)`;
+            calls in `__init__` (no caller has set a mode yet while the module is built; `self.train()`
+            there is a no-op)
             """,
     ),
     Rule(

@@ -418,6 +418,10 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
         # overriding train()/eval() (e.g. to freeze BatchNorm) or a `training` property
         # setter that forwards the mode is the sanctioned place
         return
+    if ctx.method == "__init__":
+        # while the module is being built no caller has set a mode yet: the call sets the
+        # starting mode (a no-op for `self.train()`, a new module is in training mode)
+        return
     recv = call.func.value
     is_self = isinstance(recv, ast.Name) and recv.id == "self"
     is_sub = isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self"
