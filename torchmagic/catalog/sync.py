@@ -66,7 +66,12 @@ RULES = [
             # or sync once, deliberately: if bool((mask != 0).any()): ...
             """,
         not_flagged="""
-            tests on `.shape`, `.dim()`, `.numel()`, `len()`, `is None`, Python numbers; conditions on CPU tensors (live device, or code with no accelerator path), e.g. a colour chosen per image in a plotting loop
+            tests on `.shape`, `.dim()`, `.numel()`, `len()`, `is None`, `== None`/`!= None` (a
+            tensor compared with None answers a Python bool without reading data), Python numbers;
+            conditions on CPU tensors (live device, or code with no accelerator path), e.g. a colour
+            chosen per image in a plotting loop; conditions once per epoch: in an epoch loop's own
+            body, or after the inner batch loop (`if approx_kl > target_kl: break` once per update
+            epoch, a decision only the host can take)
             """,
     ),
     Rule(

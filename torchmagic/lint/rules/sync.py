@@ -327,6 +327,10 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
     test = node.test
     if not ctx.is_tensor(test):
         return
+    if ctx.in_loop and ctx.loops[-1].inner_loop_seen:
+        # after the inner batch loop (`if approx_kl > target_kl: break` once per update epoch):
+        # one wait per pass over the data, for a decision only the host can take
+        return
     if (
         ctx.loops
         and any(_is_epoch_loop(loop.node) for loop in ctx.loops)
