@@ -120,3 +120,31 @@ def test_TM101_hint_names_only_factories_pytorch_has() -> None:
             assert hasattr(torch.Tensor, method), (name, method)
         for func in re.findall(r"torch\.(\w+)\(", hint):
             assert hasattr(torch, func), (name, func)
+
+
+def test_TM106_parameter_conversions_agree_with_pytorch() -> None:
+    """Flagged exactly when the attribute really ends up a plain tensor (checked by building it)."""
+    import numpy as np
+    import torch
+    from torch import nn
+
+    cases = [
+        "nn.Parameter(torch.randn(3, 2)).type(torch.FloatTensor)",
+        "nn.Parameter(torch.randn(3, 2)).type('torch.FloatTensor')",
+        "nn.Parameter(torch.zeros(3)).float()",
+        "nn.Parameter(torch.Tensor(3).uniform_(-1, 1)).to(torch.float32)",
+        "nn.Parameter(torch.ones(3)).cpu()",
+        "nn.Parameter(torch.randn(3)).double()",
+        "nn.Parameter(torch.randn(3)).to(torch.float64)",
+        "nn.Parameter(torch.from_numpy(np.zeros(3))).float()",
+    ]
+    for expr in cases:
+        code = (
+            "import numpy as np\nimport torch\nimport torch.nn as nn\n"
+            f"class N(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = {expr}\n"
+        )
+        flagged = any(f.rule == "TM106" for f in check_source(code))
+        namespace = {"np": np, "torch": torch, "nn": nn}
+        exec(code, namespace)
+        registered = "w" in dict(namespace["N"]().named_parameters())
+        assert flagged == (not registered), expr

@@ -177,7 +177,11 @@ RULES = [
         evidence=("static", "live"),
         what="""
             Flags a plain tensor (not an `nn.Parameter`) assigned to `self.<attr>` in a module's
-            `__init__`. Live: a module instance holding a plain tensor attribute.
+            `__init__`. Live: a module instance holding a plain tensor attribute. A conversion chained
+            on a Parameter (`nn.Parameter(t).double()`, `.cuda()`, `.to(device)`) returns a new plain
+            tensor whenever it has work to do: the trained weight is then not registered; that finding
+            says so and hints to convert before wrapping (or to let `model.to(device)` move it), never
+            `register_buffer`.
             """,
         why="""
             Plain tensor attributes do not follow `model.to(device)` / `.half()` and are missing from
@@ -188,7 +192,10 @@ RULES = [
             self.register_buffer("scale", torch.ones(16))   # persistent=False to keep it out of state_dict
             """,
         not_flagged="""
-            `nn.Parameter(...)`, `register_buffer(...)`; classes that move their own tensor state (the class or a base in the
+            `nn.Parameter(...)`, `register_buffer(...)`; a conversion with nothing to do on a Parameter
+            of a fresh float32 CPU tensor (`nn.Parameter(torch.randn(n)).type(torch.FloatTensor)`,
+            `.float()`, `.to(torch.float32)`, in-place initialisers): PyTorch returns the Parameter
+            itself; classes that move their own tensor state (the class or a base in the
             same source defines `to`, `_apply` or `cuda`); live: instances of classes that move their own tensors (the class or a base other than `nn.Module` overrides `_apply`, as metric libraries do), and any module whose class is defined outside the user's code
             """,
     ),

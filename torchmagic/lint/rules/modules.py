@@ -803,11 +803,116 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
     target = _self_attr_target(node)
     if target is None or ctx.kind(node.value) != TENSOR or _moves_own_state(ctx):
         return
+    wrapped = _converted_parameter(ctx, node.value)
+    if wrapped is not None:
+        _flag_converted_parameter(ctx, node, target.attr, *wrapped)
+        return
     ctx.flag(
         node,
         f"`self.{target.attr}` holds a plain tensor: it will not follow `model.to(device)` and is missing from `state_dict()`.",
         f'`self.register_buffer("{target.attr}", {unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.',
     )
+
+
+# factories whose result is a float32 CPU tensor unless told otherwise
+_DEFAULT_FLOAT = frozenset(
+    {"randn", "rand", "zeros", "ones", "empty", "Tensor", "FloatTensor", "normal", "eye", "full"}
+)
+# `torch.FloatTensor` / `torch.float32` / "cpu": what a fresh float32 CPU tensor already is
+_FLOAT32 = frozenset({"torch.FloatTensor", "torch.float32", "torch.float", "torch.cpu", "cpu"})
+
+
+def _converted_parameter(ctx: Context, value: ast.AST) -> tuple[ast.Call, list[ast.Call]] | None:
+    """`nn.Parameter(t).type(torch.FloatTensor)`: the `nn.Parameter(...)` call and the method
+    calls chained on it (outermost last)."""
+    chain: list[ast.Call] = []
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if ctx.qualname(value.func) in _PARAMETER:
+            return (value, chain[::-1]) if chain else None
+        chain.append(value)
+        value = value.func.value
+    if isinstance(value, ast.Call) and chain and ctx.qualname(value.func) in _PARAMETER:
+        return value, chain[::-1]  # `from torch.nn import Parameter`
+    return None
+
+
+_PARAMETER = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
+
+
+def _default_float(ctx: Context, tensor: ast.AST | None) -> bool:
+    """A float32 CPU tensor for certain: `torch.randn(3, 4)`, `torch.Tensor(3).uniform_(-1, 1)`."""
+    while isinstance(tensor, ast.Call) and isinstance(tensor.func, ast.Attribute):
+        if not (tensor.func.attr.endswith("_") or tensor.func.attr == "float"):
+            break
+        tensor = tensor.func.value  # in-place initialisers keep dtype and device
+    if not isinstance(tensor, ast.Call) or keyword(tensor, "dtype") or keyword(tensor, "device"):
+        return False
+    q = ctx.qualname(tensor.func) or ""
+    if not q.startswith("torch.") or q.split(".", 1)[1] not in _DEFAULT_FLOAT or has_kwargs_splat(tensor):
+        return False
+    # a changed default dtype makes factories return something else
+    return not any("set_default_dtype" in ln or "set_default_tensor_type" in ln for ln in ctx.lines)
+
+
+def _keeps_parameter(ctx: Context, call: ast.Call) -> bool:
+    """The method returns the Parameter itself when called on a float32 CPU tensor: `.float()`,
+    `.cpu()`, `.type(torch.FloatTensor)`, `.to(torch.float32)`, in-place initialisers."""
+    method = call.func.attr  # type: ignore[attr-defined]
+    if method.endswith("_") and not method.endswith("__"):
+        return True  # in-place: returns self
+    if method in ("float", "cpu", "contiguous") and not call.args and not call.keywords:
+        return True
+    if method in ("type", "to") and (call.args or call.keywords):
+        args = [*call.args, *(k.value for k in call.keywords if k.arg in ("dtype", "device"))]
+        if len(args) != len(call.args) + len(call.keywords):
+            return False  # copy=True, non_blocking=... : leave it to the reader
+        return all(
+            (isinstance(a, ast.Constant) and a.value in _FLOAT32) or ctx.qualname(a) in _FLOAT32 for a in args
+        )
+    return False
+
+
+_DEVICE_MOVES = frozenset({"cuda", "cpu", "to", "mps", "xpu"})
+
+
+def _flag_converted_parameter(
+    ctx: Context, node: ast.AST, attr: str, param: ast.Call, chain: list[ast.Call]
+) -> None:
+    """`self.w = nn.Parameter(t).double()`: a conversion that has work to do returns a new,
+    plain tensor (with a grad_fn back to the Parameter), so `self.w` is not registered and no
+    optimizer over `model.parameters()` trains it; one with nothing to do returns the
+    Parameter itself (`nn.Parameter(torch.randn(3)).float()`), which is fine."""
+    inner = param.args[0] if param.args else keyword(param, "data")
+    if _default_float(ctx, inner) and all(_keeps_parameter(ctx, c) for c in chain):
+        return  # nothing to convert: the attribute is the registered Parameter
+    converting = next((c for c in chain if not _keeps_parameter(ctx, c)), chain[0])
+    method = converting.func.attr  # type: ignore[attr-defined]
+    inner_text = unparse(inner, 30) if inner is not None else "tensor"
+    moves = method in _DEVICE_MOVES or any(
+        "cuda" in ast.unparse(a) for a in (*converting.args, *(k.value for k in converting.keywords))
+    )
+    if moves:
+        hint = (
+            f"Wrap the tensor itself, `self.{attr} = nn.Parameter({inner_text})`, and let the caller's"
+            " `model.to(device)` move it with the other parameters."
+        )
+    else:
+        hint = f"Convert before wrapping: `self.{attr} = nn.Parameter({inner_text}.{method}{_call_args(converting)})`."
+    ctx.flag(
+        node,
+        f"`self.{attr} = nn.Parameter(...).{method}({'...' if converting.args or converting.keywords else ''})`"
+        " holds the converted copy, a plain tensor whenever"
+        " the conversion has work to do: it is not a registered parameter, so the optimizer never"
+        " updates it and `state_dict()` misses it.",
+        hint,
+    )
+
+
+def _call_args(call: ast.Call) -> str:
+    text = ", ".join(
+        [*(unparse(a, 30) for a in call.args), *(f"{k.arg}={unparse(k.value, 30)}" for k in call.keywords)]
+    )
+    return f"({text})"
 
 
 # what read through `.data` is metadata or a factory, not a value that feeds the graph
