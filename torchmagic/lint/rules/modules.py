@@ -840,7 +840,14 @@ _PARAMETER = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
 
 
 def _default_float(ctx: Context, tensor: ast.AST | None) -> bool:
-    """A float32 CPU tensor for certain: `torch.randn(3, 4)`, `torch.Tensor(3).uniform_(-1, 1)`."""
+    """A float32 CPU tensor for certain: `torch.randn(3, 4)`, `torch.Tensor(3).uniform_(-1, 1)`,
+    `0.1 * torch.ones(n)`."""
+    if isinstance(tensor, ast.BinOp) and isinstance(tensor.op, (ast.Mult, ast.Add, ast.Sub, ast.Div)):
+        sides = (tensor.left, tensor.right)
+        scalar = [x for x in sides if isinstance(x, ast.Constant) and isinstance(x.value, (int, float))]
+        if len(scalar) == 1:
+            return _default_float(ctx, next(x for x in sides if x is not scalar[0]))
+        return False
     while isinstance(tensor, ast.Call) and isinstance(tensor.func, ast.Attribute):
         if not (tensor.func.attr.endswith("_") or tensor.func.attr == "float"):
             break
@@ -866,6 +873,9 @@ def _keeps_parameter(ctx: Context, call: ast.Call) -> bool:
         args = [*call.args, *(k.value for k in call.keywords if k.arg in ("dtype", "device"))]
         if len(args) != len(call.args) + len(call.keywords):
             return False  # copy=True, non_blocking=... : leave it to the reader
+        args = [
+            (ctx.origin(a) or a) if isinstance(a, ast.Name) else a for a in args
+        ]  # `dtype = torch.FloatTensor`
         return all(
             (isinstance(a, ast.Constant) and a.value in _FLOAT32) or ctx.qualname(a) in _FLOAT32 for a in args
         )
