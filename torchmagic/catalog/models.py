@@ -70,7 +70,9 @@ RULES = [
             hand CPU tensors back over RPC and place each remote shard on its worker's device; model parallel classes that
             place their submodules on two or more devices (`self.a = ....to("cuda:0")`, `self.b = ....to("cuda:1")`), where
             moving activations between the parts is the point; moves under a CUDA flag the caller sets
-            (`if self.use_cuda: h = h.cuda()`); a factory moved in the same call (`torch.zeros(n).to(device)`) is TM101's
+            (`if self.use_cuda: h = h.cuda()`); `.cpu()` / `.to("cpu")` that fetches values for Python (chained with
+            `.tolist()`/`.numpy()`/`.item()`, or bound to a name the method reads that way: host-side indices from
+            `.nonzero().cpu()`); a factory moved in the same call (`torch.zeros(n).to(device)`) is TM101's
             finding
             """,
         overrides=("TM201", "TM202"),

@@ -7,6 +7,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
+from ..accelerator import device_type_of_literal
 from ..context import Context, grad_context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
@@ -398,8 +399,12 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         if target is None or not (_is_device_literal(ctx, target) or _is_global_device(ctx, target)):
             return
         label = f".to({unparse(target, 30)})"
+        if device_type_of_literal(target) == "cpu" and _read_on_host(ctx, call):
+            return
     else:
         if method == "cuda" and _caller_device(ctx, _device_target(ctx, call)):
+            return
+        if method == "cpu" and _read_on_host(ctx, call):
             return
         label = f".{method}()"
     ctx.flag(
@@ -407,6 +412,36 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         f"`{unparse(call.func.value, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
         "Let the caller move the model once (`model.to(device)`) and follow the input inside"
         " the module: `.to(x.device)`.",
+    )
+
+
+_HOST_READS = frozenset({"numpy", "tolist", "item"})
+
+
+def _read_on_host(ctx: Context, call: ast.Call) -> bool:
+    """`.cpu()` that fetches values for Python (`idx.nonzero().cpu().tolist()`, or a name the
+    method later reads with `.item()`/`.numpy()`/`.tolist()`): host-side indices or numbers,
+    not the module placing its tensors on a device."""
+    node: ast.AST = call
+    stack = ctx.stack
+    i = len(stack) - 1
+    while i >= 1 and isinstance(stack[i], ast.Attribute) and isinstance(stack[i - 1], ast.Call):
+        if stack[i].attr in _HOST_READS:  # type: ignore[attr-defined]
+            return True
+        node, i = stack[i - 1], i - 2
+    holder = stack[i] if i >= 0 else None
+    if not (isinstance(holder, ast.Assign) and holder.value is node and len(holder.targets) == 1):
+        return False
+    target = holder.targets[0]
+    fn = ctx.frame.node
+    if not isinstance(target, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    return any(
+        isinstance(sub, ast.Call)
+        and isinstance(sub.func, ast.Attribute)
+        and sub.func.attr in _HOST_READS
+        and any(isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(sub.func.value))
+        for sub in ast.walk(fn)
     )
 
 
