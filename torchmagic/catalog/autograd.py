@@ -102,7 +102,8 @@ RULES = [
         not_flagged="""
             `dataset.data`, `batch.data`, `response.data` and any owner not known to be a tensor (live: not
             a Tensor); `.data` that reads no value: metadata (`x.data.device`, `.shape`, `.size()`),
-            factories (`x.data.new(...)`), type checks (`isinstance(x.data, ...)`); a function argument `m` with `m.weight.data` unless the function is applied to a
+            factories (`x.data.new(...)`), type checks (`isinstance(x.data, ...)`), also through a name
+            the function uses only that way (`w = next(self.parameters()).data` then `w.new(...)`); a function argument `m` with `m.weight.data` unless the function is applied to a
             module or checks the module class. Writes get the write fix (`nn.init.*_` or the same
             in-place call under `torch.no_grad()`, which computes the same values and makes autograd
             raise if the old value was still needed), never `.detach()`, which would write to (or

@@ -520,6 +520,29 @@ def _param_like(ctx: Context, owner: ast.AST) -> bool:
     ) == "parameter"
 
 
+def _bound_for_metadata_only(ctx: Context, node: ast.Attribute) -> bool:
+    """`w = p.data` where the function then uses `w` only as a factory or for metadata
+    (`w.new(...)`, `w.new_zeros(...)`, `w.device`): no value is read through `.data`."""
+    holder = ctx.parent
+    if not (isinstance(holder, ast.Assign) and holder.value is node and len(holder.targets) == 1):
+        return False
+    target = holder.targets[0]
+    fn = ctx.frame.node
+    if not isinstance(target, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    parents = {id(c): n for n in ast.walk(fn) for c in ast.iter_child_nodes(n)}
+    uses = [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
+    ]
+    for use in uses:
+        up = parents.get(id(use))
+        if not (isinstance(up, ast.Attribute) and (up.attr in _METADATA or up.attr.startswith("new"))):
+            return False
+    return bool(uses)
+
+
 @check("TM403", attrs={"data"})
 def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     parent = ctx.parent
@@ -578,6 +601,8 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         return
     if isinstance(parent, ast.Attribute) and (parent.attr in _METADATA or parent.attr.startswith("new")):
         return  # `x.data.device`, `x.data.new(...)`: metadata or a factory, no value is read
+    if _bound_for_metadata_only(ctx, node):
+        return  # `w = next(self.parameters()).data` then only `w.new(...)`: the same, via a name
     if (
         isinstance(parent, ast.Call)
         and isinstance(parent.func, ast.Name)
