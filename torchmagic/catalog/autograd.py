@@ -76,8 +76,10 @@ RULES = [
             (`h.data`, `Variable(h.data)`), `.data.resize_()`/`.set_()`/`.t_()`, and `loss.data[0]`.
             Owners it recognises: tensors, the parameters of a known module (`m.weight` in an init
             function applied with `model.apply(...)` or checking `isinstance(m, nn.Conv2d)`, modules
-            from `.modules()`), loop variables over `.parameters()` or `group["params"]` (also
-            through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments.
+            from `.modules()`), loop variables over `.parameters()`, `group["params"]` or a list
+            named like parameters (`params`, `net_params`: `def sgd(params, lr): for p in params:`;
+            also through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments.
+            `p.data -= ...` is reported as the in-place write it is (`with torch.no_grad(): p -= ...`).
             """,
         why="""
             `.data` gives a tensor that autograd does not track: in-place changes through it are not

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 
 from ...report import Fix
 from ..context import Context, LoopInfo, grad_context
@@ -253,7 +254,16 @@ def _loop_source_call(ctx: Context, name: ast.Name) -> str | None:
         return str(src.slice.value)
     if isinstance(src, (ast.Name, ast.Attribute)) and name_like(src, "hidden"):
         return "hidden"
+    if isinstance(src, (ast.Name, ast.Attribute)) and _PARAMS_NAME.match(
+        src.id if isinstance(src, ast.Name) else src.attr
+    ):
+        return "params"  # `def sgd(params, lr): for p in params: p.data -= lr * p.grad`
     return None
+
+
+# a list of parameters handed around by name (`params`, `net_params`, `self.parameters_`), not
+# `hyperparams` or `param_names`
+_PARAMS_NAME = re.compile(r"^(?:\w+_)?(?:params|parameters)_?$", re.IGNORECASE)
 
 
 def _applied_functions(ctx: Context) -> set[str]:
@@ -632,6 +642,14 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
                 ),
             )
             return
+    if isinstance(parent, ast.AugAssign) and parent.target is node:
+        op = _OPS.get(type(parent.op), "+")
+        ctx.flag(
+            node,
+            f"`{owner}.data {op}= ...` writes the tensor behind autograd's back.",
+            f"Write under no_grad: `with torch.no_grad(): {owner} {op}= ...`.",
+        )
+        return
     if isinstance(node.ctx, ast.Store):
         value = _assigned_value(ctx)
         swap = _swap_kind(ctx, value, owner) if value is not None else "other"
@@ -647,14 +665,6 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
                 " the same shape, dtype and device (`copy_` keeps the tensor's own)."
             )
         ctx.flag(node, f"`{owner}.data = ...` replaces the tensor behind autograd's back.", fix)
-        return
-    if isinstance(parent, ast.AugAssign) and parent.target is node:
-        op = _OPS.get(type(parent.op), "+")
-        ctx.flag(
-            node,
-            f"`{owner}.data {op}= ...` writes the tensor behind autograd's back.",
-            f"Write under no_grad: `with torch.no_grad(): {owner} {op}= ...`.",
-        )
         return
     ctx.flag(
         node,
