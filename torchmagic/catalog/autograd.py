@@ -118,7 +118,8 @@ RULES = [
             """,
         autofix="""
             Two safe edits: `nn.init.*_(w.data)` becomes `nn.init.*_(w)` (init writes under
-            `no_grad` into the same storage either way), and `loss.data[0]` on a 0-dim tensor becomes
+            `no_grad` into the same storage either way; also `xavier(w.data)` for a function of the
+            source that only hands its argument to `nn.init`), and `loss.data[0]` on a 0-dim tensor becomes
             `loss.item()` (the line raises on current PyTorch). Unsafe: a read `x.data` becomes
             `x.detach()`, which shares the version counter, so an in-place write to the result now makes a
             later backward fail loudly instead of computing with changed values. Writes through `.data`

@@ -530,6 +530,41 @@ def _param_like(ctx: Context, owner: ast.AST) -> bool:
     ) == "parameter"
 
 
+def _init_helper(ctx: Context, parent: ast.AST | None, node: ast.Attribute) -> str | None:
+    """`xavier(m.weight.data)` with `def xavier(param): init.xavier_uniform_(param)` in the
+    source: a helper that only hands its argument to `nn.init` (a write, not a read)."""
+    if not (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and node in parent.args):
+        return None
+    index = parent.args.index(node)
+    mod = module_node(ctx)
+    fn = next(
+        (
+            n
+            for n in (mod.body if isinstance(mod, ast.Module) else [])
+            if isinstance(n, ast.FunctionDef) and n.name == parent.func.id
+        ),
+        None,
+    )
+    if fn is None or index >= len(fn.args.args):
+        return None
+    arg = fn.args.args[index].arg
+    uses = [
+        n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == arg and isinstance(n.ctx, ast.Load)
+    ]
+    inits = [
+        c
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call)
+        and c.args
+        and isinstance(c.args[0], ast.Name)
+        and c.args[0].id == arg
+        and (ctx.qualname(c.func) or "").startswith("torch.nn.init.")
+    ]
+    if not inits or len(uses) != len(inits):
+        return None  # the helper does more with its argument than initialise it
+    return fn.name
+
+
 def _bound_for_metadata_only(ctx: Context, node: ast.Attribute) -> bool:
     """`w = p.data` where the function then uses `w` only as a factory or for metadata
     (`w.new(...)`, `w.new_zeros(...)`, `w.device`): no value is read through `.data`."""
@@ -606,6 +641,17 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             f"Pass the tensor itself: `{unparse(parent.func, 30)}{rest}`.",
             severity="info",
             # nn.init writes under no_grad into the same storage: the same values either way
+            fix=fix_of("Pass the tensor itself", [ctx.edits.replace(node, ctx.edits.source(node.value))]),
+        )
+        return
+    init = _init_helper(ctx, parent, node)
+    if init is not None:
+        ctx.flag(
+            node,
+            f"`{unparse(parent, 50)}` passes `.data` to `{init}`, which writes it with `nn.init`: that"
+            " already writes without recording a graph.",
+            f"Pass the tensor itself: `{unparse(parent.func, 30)}({owner})`.",
+            severity="info",
             fix=fix_of("Pass the tensor itself", [ctx.edits.replace(node, ctx.edits.source(node.value))]),
         )
         return
