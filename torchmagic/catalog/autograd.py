@@ -111,7 +111,8 @@ RULES = [
             raise if the old value was still needed), never `.detach()`, which would write to (or
             resize) a detached alias; a gradient is written directly (`p.grad.clamp_(...)`). Not flagged:
             `.data =` swaps that change dtype, device or layout on purpose (`p.data = fn(p.data)`,
-            `b.data = b.to(dtype)`, `.half()`, `resize_(..., memory_format=...)`), which have no
+            `b.data = b.to(dtype)`, `.half()`, `resize_(..., memory_format=...)`, a view into a flat
+            buffer with `.view_as(p)`), which have no
             drop-in replacement; `p.data = <new tensor>` is told `copy_` only with its condition
             (same shape, dtype and device), unconditionally only when the new value is built from
             `p` by elementwise operations

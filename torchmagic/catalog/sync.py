@@ -81,7 +81,8 @@ RULES = [
             conditions on CPU tensors (live device, or code with no accelerator path), e.g. a colour
             chosen per image in a plotting loop; conditions once per epoch: in an epoch loop's own
             body, or after the inner batch loop (`if approx_kl > target_kl: break` once per update
-            epoch, a decision only the host can take)
+            epoch, a decision only the host can take; a `while` there still is, as it tests on every
+            iteration of its own)
             """,
     ),
     Rule(

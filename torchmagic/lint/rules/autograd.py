@@ -455,7 +455,8 @@ _SAME_KIND = frozenset(
 # conversions: a `.data =` swap with one of these changes dtype, device or layout on purpose
 _CONVERTS = frozenset(
     {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "type_as", "long", "int", "bool"}
-    | {"contiguous", "pin_memory", "resize_", "view", "reshape", "t", "transpose", "permute", "expand"}
+    | {"contiguous", "pin_memory", "resize_", "view", "view_as", "reshape", "t", "transpose", "permute"}
+    | {"expand"}
     | {"as_strided", "to_sparse", "to_dense", "coalesce", "share_memory_"}
 )
 

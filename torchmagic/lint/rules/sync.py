@@ -559,9 +559,10 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
     test = node.test
     if not ctx.is_tensor(test):
         return
-    if ctx.in_loop and ctx.loops[-1].inner_loop_seen:
+    if ctx.in_loop and ctx.loops[-1].inner_loop_seen and not isinstance(node, ast.While):
         # after the inner batch loop (`if approx_kl > target_kl: break` once per update epoch):
-        # one wait per pass over the data, for a decision only the host can take
+        # one wait per pass over the data, for a decision only the host can take (a `while`
+        # there is a loop of its own, testing on each of its iterations)
         return
     if (
         ctx.loops
