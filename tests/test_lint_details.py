@@ -111,3 +111,48 @@ def test_messages_keep_the_parentheses_an_attribute_needs() -> None:
     code = "import torch\nxs = torch.randn(3, requires_grad=True)\ny = (xs ** 2).data\n"
     (f,) = [f for f in check_source(code) if f.rule == "TM403"]
     assert "`(xs ** 2).data`" in f.message and "`(xs ** 2).detach()`" in f.hint
+
+
+def test_TM101_hint_names_only_factories_pytorch_has() -> None:
+    import re
+
+    import torch
+
+    from torchmagic.lint.rules.modules import FACTORIES
+
+    for name in sorted(FACTORIES):
+        args = "0.0, 1.0, size=(3,)" if name == "normal" else "3"
+        code = f"import torch\nimport torch.nn as nn\nclass N(nn.Module):\n    def forward(self, x):\n        return torch.{name}({args})\n"
+        hint = only(code, "TM101").hint
+        for method in re.findall(r"x\.(new_\w+)\(", hint):
+            assert hasattr(torch.Tensor, method), (name, method)
+        for func in re.findall(r"torch\.(\w+)\(", hint):
+            assert hasattr(torch, func), (name, func)
+
+
+def test_TM106_parameter_conversions_agree_with_pytorch() -> None:
+    """Flagged exactly when the attribute really ends up a plain tensor (checked by building it)."""
+    import numpy as np
+    import torch
+    from torch import nn
+
+    cases = [
+        "nn.Parameter(torch.randn(3, 2)).type(torch.FloatTensor)",
+        "nn.Parameter(torch.randn(3, 2)).type('torch.FloatTensor')",
+        "nn.Parameter(torch.zeros(3)).float()",
+        "nn.Parameter(torch.Tensor(3).uniform_(-1, 1)).to(torch.float32)",
+        "nn.Parameter(torch.ones(3)).cpu()",
+        "nn.Parameter(torch.randn(3)).double()",
+        "nn.Parameter(torch.randn(3)).to(torch.float64)",
+        "nn.Parameter(torch.from_numpy(np.zeros(3))).float()",
+    ]
+    for expr in cases:
+        code = (
+            "import numpy as np\nimport torch\nimport torch.nn as nn\n"
+            f"class N(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = {expr}\n"
+        )
+        flagged = any(f.rule == "TM106" for f in check_source(code))
+        namespace = {"np": np, "torch": torch, "nn": nn}
+        exec(code, namespace)
+        registered = "w" in dict(namespace["N"]().named_parameters())
+        assert flagged == (not registered), expr

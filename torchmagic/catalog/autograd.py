@@ -76,8 +76,10 @@ RULES = [
             (`h.data`, `Variable(h.data)`), `.data.resize_()`/`.set_()`/`.t_()`, and `loss.data[0]`.
             Owners it recognises: tensors, the parameters of a known module (`m.weight` in an init
             function applied with `model.apply(...)` or checking `isinstance(m, nn.Conv2d)`, modules
-            from `.modules()`), loop variables over `.parameters()` or `group["params"]` (also
-            through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments.
+            from `.modules()`), loop variables over `.parameters()`, `group["params"]` or a list
+            named like parameters (`params`, `net_params`: `def sgd(params, lr): for p in params:`;
+            also through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments.
+            `p.data -= ...` is reported as the in-place write it is (`with torch.no_grad(): p -= ...`).
             """,
         why="""
             `.data` gives a tensor that autograd does not track: in-place changes through it are not
@@ -102,24 +104,27 @@ RULES = [
         not_flagged="""
             `dataset.data`, `batch.data`, `response.data` and any owner not known to be a tensor (live: not
             a Tensor); `.data` that reads no value: metadata (`x.data.device`, `.shape`, `.size()`),
-            factories (`x.data.new(...)`), type checks (`isinstance(x.data, ...)`); a function argument `m` with `m.weight.data` unless the function is applied to a
+            factories (`x.data.new(...)`), type checks (`isinstance(x.data, ...)`), also through a name
+            the function uses only that way (`w = next(self.parameters()).data` then `w.new(...)`); a function argument `m` with `m.weight.data` unless the function is applied to a
             module or checks the module class. Writes get the write fix (`nn.init.*_` or the same
             in-place call under `torch.no_grad()`, which computes the same values and makes autograd
             raise if the old value was still needed), never `.detach()`, which would write to (or
             resize) a detached alias; a gradient is written directly (`p.grad.clamp_(...)`). Not flagged:
             `.data =` swaps that change dtype, device or layout on purpose (`p.data = fn(p.data)`,
-            `b.data = b.to(dtype)`, `.half()`, `resize_(..., memory_format=...)`), which have no
+            `b.data = b.to(dtype)`, `.half()`, `resize_(..., memory_format=...)`, a view into a flat
+            buffer with `.view_as(p)`), which have no
             drop-in replacement; `p.data = <new tensor>` is told `copy_` only with its condition
             (same shape, dtype and device), unconditionally only when the new value is built from
             `p` by elementwise operations
             """,
         autofix="""
             Safe: `nn.init.*_(w.data)` becomes `nn.init.*_(w)` (init writes under `no_grad` into
-            the same storage either way). Unsafe: `loss.data[0]` becomes `loss.item()` (the tensor is taken
-            for 0-dim from what it holds; one with elements indexed fine and would now raise), and a read
-            `x.data` becomes `x.detach()`, which shares the version counter, so an in-place write to the
-            result now makes a later backward fail loudly instead of computing with changed values. Writes
-            through `.data` need restructuring under `no_grad` and get no edit.
+            the same storage either way; also `xavier(w.data)` for a function of the source that only
+            hands its argument to `nn.init`). Unsafe: `loss.data[0]` becomes `loss.item()` (the tensor is
+            taken for 0-dim from what it holds; one with elements indexed fine and would now raise), and a
+            read `x.data` becomes `x.detach()`, which shares the version counter, so an in-place write to
+            the result now makes a later backward fail loudly instead of computing with changed values.
+            Writes through `.data` need restructuring under `no_grad` and get no edit.
             """,
     ),
     Rule(

@@ -15,7 +15,9 @@ RULES = [
             `timm.create_model`, `torch.hub.load`, the live namespace), from its use as one (the
             name has `.parameters()`, `.train()`, `.eval()`, `.apply()` called on it: a class from a
             sibling module, `model = model.RNNModel(...)`), or it is a function parameter named like
-            a model (`model`, `net`, `netG`, `encoder`) that no call in the file passes weights for.
+            a model (`model`, `net`, `netG`, `encoder`) that no call in the file passes weights for;
+            also through a name every binding of which is such a module, an alias or a copy of one
+            (`to_save = copy.deepcopy(model).cpu()`, `frozen = model.eval()`).
             """,
         why="""
             Pickling a module stores the path of its class: the file no longer loads after the class

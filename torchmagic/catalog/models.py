@@ -26,7 +26,11 @@ RULES = [
             # constant tensors: self.register_buffer("mask", torch.ones(10)) in __init__
             """,
         not_flagged="""
-            factories with a `device=` argument; `*_like` and `x.new_*`; code outside `forward`/methods it calls
+            factories with a `device=` argument; `*_like` and `x.new_*`; `torch.normal(mu, std)` with
+            tensor arguments (built on their device); code outside `forward`/methods it calls. The hint
+            names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
+            for zeros/ones/empty/full/rand/randn/randint, `device=` for the rest (`arange`, `eye`,
+            `linspace`, ...)
             """,
         overrides=("TM102",),
         autofix="""
@@ -34,7 +38,7 @@ RULES = [
             the call already reads (`torch.zeros(x.size(0), 4)`) or the forward's input when it is named
             like one. Unsafe because the tensor moves, which is the point, and code that relied on a CPU
             tensor there changes. Not `x.new_zeros(...)`, which would also take `x`'s dtype. No fix for
-            `torch.normal` (no `device=` with tensor arguments) or when no input tensor is in sight.
+            `torch.normal` or when no input tensor is in sight.
             """,
     ),
     Rule(
@@ -66,7 +70,9 @@ RULES = [
             hand CPU tensors back over RPC and place each remote shard on its worker's device; model parallel classes that
             place their submodules on two or more devices (`self.a = ....to("cuda:0")`, `self.b = ....to("cuda:1")`), where
             moving activations between the parts is the point; moves under a CUDA flag the caller sets
-            (`if self.use_cuda: h = h.cuda()`); a factory moved in the same call (`torch.zeros(n).to(device)`) is TM101's
+            (`if self.use_cuda: h = h.cuda()`); `.cpu()` / `.to("cpu")` that fetches values for Python (chained with
+            `.tolist()`/`.numpy()`/`.item()`, or bound to a name the method reads that way: host-side indices from
+            `.nonzero().cpu()`); a factory moved in the same call (`torch.zeros(n).to(device)`) is TM101's
             finding
             """,
         overrides=("TM201", "TM202"),
@@ -93,7 +99,9 @@ RULES = [
             model.train()       # and back before training
             """,
         not_flagged="""
-            `self.training` reads; `def train(self, mode=True)` overrides calling `super().train(mode)`
+            `self.training` reads; `def train(self, mode=True)` overrides calling `super().train(mode)`;
+            calls in `__init__` (no caller has set a mode yet while the module is built; `self.train()`
+            there is a no-op)
             """,
     ),
     Rule(
@@ -175,7 +183,11 @@ RULES = [
         evidence=("static", "live"),
         what="""
             Flags a plain tensor (not an `nn.Parameter`) assigned to `self.<attr>` in a module's
-            `__init__`. Live: a module instance holding a plain tensor attribute.
+            `__init__`. Live: a module instance holding a plain tensor attribute. A conversion chained
+            on a Parameter (`nn.Parameter(t).double()`, `.cuda()`, `.to(device)`) returns a new plain
+            tensor whenever it has work to do: the trained weight is then not registered; that finding
+            says so and hints to convert before wrapping (or to let `model.to(device)` move it), never
+            `register_buffer`.
             """,
         why="""
             Plain tensor attributes do not follow `model.to(device)` / `.half()` and are missing from
@@ -186,7 +198,10 @@ RULES = [
             self.register_buffer("scale", torch.ones(16))   # persistent=False to keep it out of state_dict
             """,
         not_flagged="""
-            `nn.Parameter(...)`, `register_buffer(...)`; classes that move their own tensor state (the class or a base in the
+            `nn.Parameter(...)`, `register_buffer(...)`; a conversion with nothing to do on a Parameter
+            of a fresh float32 CPU tensor (`nn.Parameter(torch.randn(n)).type(torch.FloatTensor)`,
+            `.float()`, `.to(torch.float32)`, in-place initialisers): PyTorch returns the Parameter
+            itself; classes that move their own tensor state (the class or a base in the
             same source defines `to`, `_apply` or `cuda`); live: instances of classes that move their own tensors (the class or a base other than `nn.Module` overrides `_apply`, as metric libraries do), and any module whose class is defined outside the user's code
             """,
     ),

@@ -9,10 +9,12 @@ RULES = [
         "warning",
         evidence=("static",),
         what="""
-            Flags `.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `.nonzero()`, `print(<tensor>)` and
+            Flags `.item()`, `.tolist()`, `.cpu()`, `.nonzero()`, `print(<tensor>)` and
             `torch.cuda.synchronize()` inside a `for`/`while` loop (or comprehension), on values
-            that are (or may be) on a GPU, once per statement. The runtime probe (TM303) measures
-            what such waits cost when the cell runs.
+            that are (or may be) on a GPU, once per statement and once per tensor and iteration
+            (the first read; later reads of the same tensor in the iteration wait for nothing new
+            until it is rebound). The runtime probe (TM303) measures what such waits cost when the
+            cell runs.
             """,
         why="""
             Each of these copies a value to the CPU, so the CPU waits until the GPU has finished all
@@ -34,14 +36,22 @@ RULES = [
             guarded as the fix suggests (`if step % N == 0:`, a counter the block resets,
             `if step % N: continue`) or run on one iteration (`if i == 0:`, `len(shown) < 5`);
             reads after the inner batch loop (once per epoch) and in an epoch loop's own body;
+            a guard around a loop that is part of one step (`if step % N == 0:` then
+            `for name, p in model.named_parameters(): writer.add_histogram(name, p.cpu()...)`);
             loops that run a handful of times (`range(4)`, a short list, a loop that stops on a
             count); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
             in the file, notebook or kernel); values known to be on the CPU (live device,
             `.cpu()`-ed, a factory without a device, batches from a DataLoader that were never
-            moved); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()`; a value
-            the host needs to go on (`env.step(a.item())`, an index), except when the loop walks
-            a tensor's elements (`[vocab[i.item()] for i in ids]`: one `.tolist()` would do);
-            `.numpy()` on a GPU tensor (it raises rather than waits)
+            moved); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
+            `x.numpy() if not on_gpu else ...`, where the other branch is flagged); a value the
+            host needs to go on: `env.step(a.item())` or `env.step(a.cpu().numpy())` (also through
+            a name, `actions = q.argmax(1).cpu().numpy(); env.step(actions)`), an index, a greedy
+            token fed back as the next input (`tok = logits.argmax(-1).item()` with
+            `torch.tensor([tok])` or `torch.tensor([ids[-1]])` in the loop), except when the loop
+            walks a tensor's elements (`[vocab[i.item()] for i in ids]`: one `.tolist()` would do);
+            a second read of a tensor already read earlier in the same iteration; `.numpy()` on
+            its own (a CPU tensor waits for nothing, a GPU tensor raises; the wait in
+            `x.cpu().numpy()` is the `.cpu()`)
             """,
     ),
     Rule(
@@ -66,7 +76,13 @@ RULES = [
             # or sync once, deliberately: if bool((mask != 0).any()): ...
             """,
         not_flagged="""
-            tests on `.shape`, `.dim()`, `.numel()`, `len()`, `is None`, Python numbers; conditions on CPU tensors (live device, or code with no accelerator path), e.g. a colour chosen per image in a plotting loop
+            tests on `.shape`, `.dim()`, `.numel()`, `len()`, `is None`, `== None`/`!= None` (a
+            tensor compared with None answers a Python bool without reading data), Python numbers;
+            conditions on CPU tensors (live device, or code with no accelerator path), e.g. a colour
+            chosen per image in a plotting loop; conditions once per epoch: in an epoch loop's own
+            body, or after the inner batch loop (`if approx_kl > target_kl: break` once per update
+            epoch, a decision only the host can take; a `while` there still is, as it tests on every
+            iteration of its own)
             """,
     ),
     Rule(

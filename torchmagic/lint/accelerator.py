@@ -309,11 +309,16 @@ def in_cpu_branch(ctx: Context, node: ast.AST) -> bool:
     stack = [*ctx.stack, node]
     for i in range(len(stack) - 2, -1, -1):
         parent, child = stack[i], stack[i + 1]
-        if isinstance(parent, ast.IfExp) and child is parent.orelse:
-            test, body = parent.test, [parent.body]
-        elif isinstance(parent, ast.If) and any(child is s for s in parent.orelse):
-            test, body = parent.test, parent.body
+        if isinstance(parent, ast.IfExp):
+            test, body, orelse = parent.test, [parent.body], [parent.orelse]
+        elif isinstance(parent, ast.If):
+            test, body, orelse = parent.test, parent.body, parent.orelse
         else:
+            continue
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            # `x.numpy() if not on_gpu else x.cpu().numpy()`: the branches trade places
+            test, body, orelse = test.operand, orelse, body
+        if not any(child is s for s in orelse):
             continue
         if _asks_for_accelerator(test) or any(_moves_to_host(b) for b in body):
             return True

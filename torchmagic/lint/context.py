@@ -452,6 +452,8 @@ class Context:
             operands = [node.left, *node.comparators]  # type: ignore[attr-defined]
             if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):  # type: ignore[attr-defined]
                 return NUMBER
+            if any(isinstance(o, ast.Constant) and o.value is None for o in operands):
+                return NUMBER  # `t != None`: Tensor.__ne__(None) answers a Python bool, reads no data
             return TENSOR if any(self.kind(o) in TENSOR_KINDS for o in operands) else NUMBER
         if t is ast.BoolOp:
             kinds = {self.kind(v) for v in node.values}  # type: ignore[attr-defined]

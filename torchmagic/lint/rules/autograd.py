@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 
 from ...report import Fix
 from ..context import Context, LoopInfo, grad_context
@@ -253,7 +254,16 @@ def _loop_source_call(ctx: Context, name: ast.Name) -> str | None:
         return str(src.slice.value)
     if isinstance(src, (ast.Name, ast.Attribute)) and name_like(src, "hidden"):
         return "hidden"
+    if isinstance(src, (ast.Name, ast.Attribute)) and _PARAMS_NAME.match(
+        src.id if isinstance(src, ast.Name) else src.attr
+    ):
+        return "params"  # `def sgd(params, lr): for p in params: p.data -= lr * p.grad`
     return None
+
+
+# a list of parameters handed around by name (`params`, `net_params`, `self.parameters_`), not
+# `hyperparams` or `param_names`
+_PARAMS_NAME = re.compile(r"^(?:\w+_)?(?:params|parameters)_?$", re.IGNORECASE)
 
 
 def _applied_functions(ctx: Context) -> set[str]:
@@ -445,7 +455,8 @@ _SAME_KIND = frozenset(
 # conversions: a `.data =` swap with one of these changes dtype, device or layout on purpose
 _CONVERTS = frozenset(
     {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "type_as", "long", "int", "bool"}
-    | {"contiguous", "pin_memory", "resize_", "view", "reshape", "t", "transpose", "permute", "expand"}
+    | {"contiguous", "pin_memory", "resize_", "view", "view_as", "reshape", "t", "transpose", "permute"}
+    | {"expand"}
     | {"as_strided", "to_sparse", "to_dense", "coalesce", "share_memory_"}
 )
 
@@ -520,6 +531,64 @@ def _param_like(ctx: Context, owner: ast.AST) -> bool:
     ) == "parameter"
 
 
+def _init_helper(ctx: Context, parent: ast.AST | None, node: ast.Attribute) -> str | None:
+    """`xavier(m.weight.data)` with `def xavier(param): init.xavier_uniform_(param)` in the
+    source: a helper that only hands its argument to `nn.init` (a write, not a read)."""
+    if not (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and node in parent.args):
+        return None
+    index = parent.args.index(node)
+    mod = module_node(ctx)
+    fn = next(
+        (
+            n
+            for n in (mod.body if isinstance(mod, ast.Module) else [])
+            if isinstance(n, ast.FunctionDef) and n.name == parent.func.id
+        ),
+        None,
+    )
+    if fn is None or index >= len(fn.args.args):
+        return None
+    arg = fn.args.args[index].arg
+    uses = [
+        n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == arg and isinstance(n.ctx, ast.Load)
+    ]
+    inits = [
+        c
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call)
+        and c.args
+        and isinstance(c.args[0], ast.Name)
+        and c.args[0].id == arg
+        and (ctx.qualname(c.func) or "").startswith("torch.nn.init.")
+    ]
+    if not inits or len(uses) != len(inits):
+        return None  # the helper does more with its argument than initialise it
+    return fn.name
+
+
+def _bound_for_metadata_only(ctx: Context, node: ast.Attribute) -> bool:
+    """`w = p.data` where the function then uses `w` only as a factory or for metadata
+    (`w.new(...)`, `w.new_zeros(...)`, `w.device`): no value is read through `.data`."""
+    holder = ctx.parent
+    if not (isinstance(holder, ast.Assign) and holder.value is node and len(holder.targets) == 1):
+        return False
+    target = holder.targets[0]
+    fn = ctx.frame.node
+    if not isinstance(target, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    parents = {id(c): n for n in ast.walk(fn) for c in ast.iter_child_nodes(n)}
+    uses = [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
+    ]
+    for use in uses:
+        up = parents.get(id(use))
+        if not (isinstance(up, ast.Attribute) and (up.attr in _METADATA or up.attr.startswith("new"))):
+            return False
+    return bool(uses)
+
+
 @check("TM403", attrs={"data"})
 def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     parent = ctx.parent
@@ -576,8 +645,21 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             fix=fix_of("Pass the tensor itself", [ctx.edits.replace(node, ctx.edits.source(node.value))]),
         )
         return
+    init = _init_helper(ctx, parent, node)
+    if init is not None:
+        ctx.flag(
+            node,
+            f"`{unparse(parent, 50)}` passes `.data` to `{init}`, which writes it with `nn.init`: that"
+            " already writes without recording a graph.",
+            f"Pass the tensor itself: `{unparse(parent.func, 30)}({owner})`.",
+            severity="info",
+            fix=fix_of("Pass the tensor itself", [ctx.edits.replace(node, ctx.edits.source(node.value))]),
+        )
+        return
     if isinstance(parent, ast.Attribute) and (parent.attr in _METADATA or parent.attr.startswith("new")):
         return  # `x.data.device`, `x.data.new(...)`: metadata or a factory, no value is read
+    if _bound_for_metadata_only(ctx, node):
+        return  # `w = next(self.parameters()).data` then only `w.new(...)`: the same, via a name
     if (
         isinstance(parent, ast.Call)
         and isinstance(parent.func, ast.Name)
@@ -609,6 +691,14 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
                 ),
             )
             return
+    if isinstance(parent, ast.AugAssign) and parent.target is node:
+        op = _OPS.get(type(parent.op), "+")
+        ctx.flag(
+            node,
+            f"`{owner}.data {op}= ...` writes the tensor behind autograd's back.",
+            f"Write under no_grad: `with torch.no_grad(): {owner} {op}= ...`.",
+        )
+        return
     if isinstance(node.ctx, ast.Store):
         value = _assigned_value(ctx)
         swap = _swap_kind(ctx, value, owner) if value is not None else "other"
@@ -624,14 +714,6 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
                 " the same shape, dtype and device (`copy_` keeps the tensor's own)."
             )
         ctx.flag(node, f"`{owner}.data = ...` replaces the tensor behind autograd's back.", fix)
-        return
-    if isinstance(parent, ast.AugAssign) and parent.target is node:
-        op = _OPS.get(type(parent.op), "+")
-        ctx.flag(
-            node,
-            f"`{owner}.data {op}= ...` writes the tensor behind autograd's back.",
-            f"Write under no_grad: `with torch.no_grad(): {owner} {op}= ...`.",
-        )
         return
     ctx.flag(
         node,

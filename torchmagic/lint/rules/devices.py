@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from weakref import WeakKeyDictionary
@@ -131,6 +132,8 @@ class _Load:
     literal: bool
     scope: ast.AST | None
     target: str | None  # `device` when the code has one at the load
+    into: str | None = None  # `model` of `model.load_state_dict(torch.load(...))`
+    location: frozenset[str] = frozenset()  # names the file's path is built from
 
 
 @dataclass
@@ -250,15 +253,70 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
         line, col = stmt.lineno, stmt.col_offset
     f = keyword(call, "f") or (call.args[0] if call.args else None)
     path, literal = _path_of(ctx, f)
+    into = (
+        unparse(parent.func.value)
+        if isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Attribute)
+        and parent.func.attr == "load_state_dict"
+        else None
+    )
+    if into is None and _names_a_data_file(ctx, f):
+        return  # a preprocessed dataset or vocabulary: written from the CPU, not a checkpoint
     target = "device" if ctx.defined("device") else None
     files.loads.append(
-        _Load(call, SimpleNamespace(lineno=line, col_offset=col), path, literal, scope, target)
+        _Load(
+            call,
+            SimpleNamespace(lineno=line, col_offset=col),
+            path,
+            literal,
+            scope,
+            target,
+            into,
+            _location_names(ctx, f),
+        )
     )
+
+
+_DATA_WORDS = re.compile(r"data|corpus|vocab", re.IGNORECASE)
+_CHECKPOINT_WORDS = re.compile(
+    r"ckpt|checkpoint|model|weight|state|net|best|epoch|resume|param", re.IGNORECASE
+)
+
+
+def _names_a_data_file(ctx: Context, f: ast.AST | None) -> bool:
+    """`torch.load(opt.data)`, `torch.load("corpus.pkl")`, `torch.load(vocab_path)`: a file
+    named like a dataset, corpus or vocabulary, and not like a checkpoint. Preprocessing
+    scripts write those from the CPU (token lists, vocabularies, CPU tensors)."""
+    if isinstance(f, ast.Name) and isinstance(origin := ctx.origin(f), ast.Constant):
+        f = origin
+    if isinstance(f, ast.Name):
+        word = f.id
+    elif isinstance(f, ast.Attribute):
+        word = f.attr
+    elif isinstance(f, ast.Constant) and isinstance(f.value, str):
+        word = f.value.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
+    else:
+        return False
+    return bool(_DATA_WORDS.search(word)) and not _CHECKPOINT_WORDS.search(word)
+
+
+def _location_names(ctx: Context, f: ast.AST | None) -> frozenset[str]:
+    """The names a load's path is built from, one assignment back (`best = path + "/ckpt.pth"`
+    -> {best, path})."""
+    if f is None:
+        return frozenset()
+    out = {n.id for n in ast.walk(f) if isinstance(n, ast.Name)}
+    for name in list(out):
+        origin = ctx.origin(ast.Name(id=name, ctx=ast.Load()))
+        if origin is not None:
+            out |= {n.id for n in ast.walk(origin) if isinstance(n, ast.Name)}
+    return frozenset(out)
 
 
 def _decide_loads(ctx: Context, files: _Files) -> None:
     """At the end of the source, when every `torch.save` is known: a file this very code wrote
     needs no remapping when it was written from the CPU, or reloaded later in the same run."""
+    module = ctx.stack[0] if ctx.stack else None
     for load in files.loads:
         same = [s for s in files.saves if s.path is not None and s.path == load.path]
         own = bool(same)
@@ -268,6 +326,11 @@ def _decide_loads(ctx: Context, files: _Files) -> None:
             continue  # saved a few lines earlier in the same run: reloaded onto the same device
         if same and all(s.cpu for s in same):
             continue
+        earlier = _calls_before(load.scope or module, load.call.lineno)
+        if same and _saved_by_a_call(earlier, same):
+            continue  # `train(model)` saves it, then it is reloaded: same run, same device
+        if _handed_to_a_saver(earlier, load):
+            continue  # `early_stopping(loss, model, path)` saved it into `path` earlier in this run
         ctx.flag(
             load.anchor,
             f"`{unparse(load.call)}` restores tensors onto the device they were saved from.",
@@ -291,6 +354,52 @@ def _map_location_fix(ctx: Context, load: _Load) -> Fix | None:
         return None
     edit = ctx.edits.add_keyword(load.call, f"map_location={target}")
     return fix_of(f"Load onto `{target}`", [edit], "unsafe")  # the tensors land elsewhere (the point)
+
+
+def _calls_before(scope: ast.AST | None, line: int) -> list[ast.Call]:
+    """The calls a scope makes before `line`, not those inside functions it defines."""
+    if scope is None:
+        return []
+    out: list[ast.Call] = []
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call) and n.lineno < line:
+            out.append(n)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _saved_by_a_call(calls: list[ast.Call], saves: list[_Save]) -> bool:
+    """One of the calls runs a function of this source that saves the file."""
+    savers = {s.scope.name for s in saves if isinstance(s.scope, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return any(
+        (isinstance(c.func, ast.Name) and c.func.id in savers)
+        or (
+            isinstance(c.func, ast.Attribute)
+            and isinstance(c.func.value, ast.Name)
+            and c.func.value.id == "self"
+            and c.func.attr in savers
+        )
+        for c in calls
+    )
+
+
+def _handed_to_a_saver(calls: list[ast.Call], load: _Load) -> bool:
+    """A call earlier in the same scope was handed both the module the checkpoint is loaded into
+    and the location it is loaded from: a checkpoint callback (`early_stopping(val_loss, model,
+    path)`) that saved it during this run."""
+    if load.into is None or not load.location:
+        return False
+    for c in calls:
+        args = [*c.args, *(k.value for k in c.keywords)]
+        if any(unparse(a) == load.into for a in args) and any(
+            isinstance(a, ast.Name) and a.id in load.location for a in args
+        ):
+            return True
+    return False
 
 
 _ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})

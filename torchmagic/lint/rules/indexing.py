@@ -38,6 +38,8 @@ def _same(a: ast.AST, b: ast.AST) -> bool:
 
 
 def _calls_a_module(ctx: Context, body: list[ast.stmt]) -> bool:
+    """A forward pass per item (`decoder(z)`): each iteration is a whole model call, which no
+    vectorised indexing op replaces."""
     for stmt in body:
         for sub in ast.walk(stmt):
             if isinstance(sub, ast.Call):
@@ -46,7 +48,18 @@ def _calls_a_module(ctx: Context, body: list[ast.stmt]) -> bool:
                     return True
                 if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
                     return True
+                if isinstance(f, ast.Name) and _self_attribute(ctx.origin(f)):
+                    return True  # `decoder = self.net.decoder` ... `decoder(z)`
     return False
+
+
+def _self_attribute(node: ast.AST | None) -> bool:
+    """`self.net.decoder`: an attribute of the object, as a submodule is."""
+    if not isinstance(node, ast.Attribute):
+        return False
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _recurrence(body: list[ast.stmt]) -> bool:

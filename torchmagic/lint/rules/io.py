@@ -95,6 +95,8 @@ def _model_parameter(ctx: Context, name: str) -> bool:
 
 
 def _is_module(ctx: Context, obj: ast.AST, depth: int = 0) -> bool:
+    if isinstance(obj, ast.Name) and depth < 2 and _module_alias(ctx, obj, depth):
+        return True  # `m.cpu()` may read as a tensor: the alias check comes first
     kind = ctx.kind(obj)
     if kind == MODULE:
         return True
@@ -115,6 +117,39 @@ def _is_module(ctx: Context, obj: ast.AST, depth: int = 0) -> bool:
     ):
         return False
     return _used_as_module(ctx, obj.id) or (depth == 0 and _model_parameter(ctx, obj.id))
+
+
+# module methods that return the module itself
+_RETURNS_MODULE = frozenset(
+    {"cpu", "cuda", "to", "eval", "train", "half", "float", "double", "bfloat16", "requires_grad_"}
+)
+
+
+def _module_alias(ctx: Context, name: ast.Name, depth: int) -> bool:
+    """`save_model = model`, or `copy.deepcopy(model).cpu()`: every binding of the name seen
+    so far (the last one and the one before) is a module, reached through an alias, a copy or a
+    method that returns the module itself."""
+    values = [v for v in (ctx.origin(name), ctx.earlier_origin(name.id)) if v is not None]
+    return bool(values) and all(_names_a_module(ctx, v, name.id, depth) for v in values)
+
+
+def _names_a_module(ctx: Context, value: ast.AST, alias: str, depth: int) -> bool:
+    for _ in range(4):
+        if not isinstance(value, ast.Call):
+            break
+        if ctx.qualname(value.func) in ("copy.deepcopy", "copy.copy"):
+            if not value.args:
+                return False
+            value = value.args[0]
+        elif isinstance(value.func, ast.Attribute) and value.func.attr in _RETURNS_MODULE:
+            if value.args and value.func.attr not in ("to", "cuda", "train", "requires_grad_"):
+                break  # `m.to(device)`, `m.train(False)` return the module; `m.half(x)` is no module call
+            value = value.func.value  # `m.cpu()`, `m.eval()`: the module itself
+        else:
+            break
+    if not isinstance(value, ast.Name) or value.id == alias:
+        return False
+    return _is_module(ctx, value, depth + 1)
 
 
 def _dict_items(ctx: Context, obj: ast.AST) -> list[tuple[str, ast.AST]]:
@@ -138,7 +173,7 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
     if not call.args or ctx.qualname(call.func) != "torch.save":
         return
     obj = call.args[0]
-    if ctx.kind(obj) in TENSOR_KINDS:
+    if ctx.kind(obj) in TENSOR_KINDS and not (isinstance(obj, ast.Name) and _module_alias(ctx, obj, 0)):
         return
     if _is_module(ctx, obj):
         ctx.flag(

@@ -8,9 +8,10 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
+from ..accelerator import device_type_of_literal
 from ..context import Context, grad_context
 from ..fixes import fix_of
-from ..kinds import DTYPE, MODULE, PARAMETER, TENSOR, TENSOR_KINDS
+from ..kinds import DTYPE, MODULE, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
 from ._common import unparse
@@ -51,13 +52,45 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
     if keyword(call, "device") is not None or has_kwargs_splat(call):
         return
     name = q.split(".", 1)[1]
+    if name == "normal" and not _numbers_only(ctx, call):
+        return  # `torch.normal(mu, std)` with tensors is built on their device
     ctx.flag(
         call,
         f"`{_call_label(call)}` in `{ctx.method}` builds a new CPU tensor on every forward call.",
-        f"Build it on the input's device: `torch.{name}(..., device=x.device)`, `x.new_{name}(...)`"
-        f" or `torch.{name}_like(x)`; for a constant, `self.register_buffer(...)` in `__init__`.",
+        f"Build it on the input's device: {_device_following(name)}; for a constant,"
+        " `self.register_buffer(...)` in `__init__`.",
         fix=_on_input_device(call, name, ctx),
     )
+
+
+def _numbers_only(ctx: Context, call: ast.Call) -> bool:
+    """`torch.normal(0.0, 1.0, size=...)`: mean and std are Python numbers, not tensors."""
+    args = [*call.args[:2], *(kw.value for kw in call.keywords if kw.arg in ("mean", "std"))]
+    return all(
+        isinstance(a, ast.Constant)
+        or (isinstance(a, ast.UnaryOp) and isinstance(a.operand, ast.Constant))
+        or ctx.kind(a) == NUMBER
+        for a in args
+    )
+
+
+# the factories PyTorch has a `x.new_*` method or a `torch.*_like` function for (no
+# `x.new_arange`, no `torch.arange_like`, no `torch.tensor_like`)
+_NEW_METHODS = frozenset({"zeros", "ones", "empty", "full", "tensor"})
+_LIKE_FUNCTIONS = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "randint"})
+
+
+def _device_following(name: str) -> str:
+    """The spellings of `torch.<name>` that build on the input's device, real APIs only."""
+    if name == "normal":
+        # with tensor `mean`/`std` there is no `device=`; the size form takes one
+        return "`torch.normal(mean, std, size, device=x.device)` or `mean + std * torch.randn_like(x)`"
+    ways = [f"`torch.{name}(..., device=x.device)`"]
+    if name in _NEW_METHODS:
+        ways.append(f"`x.new_{name}(...)`")
+    if name in _LIKE_FUNCTIONS:
+        ways.append(f"`torch.{name}_like(x)`")
+    return ", ".join(ways[:-1]) + f" or {ways[-1]}" if len(ways) > 1 else ways[0]
 
 
 # factories that take `device=` (`torch.normal(mean, std)` with tensors does not)
@@ -367,8 +400,12 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         if target is None or not (_is_device_literal(ctx, target) or _is_global_device(ctx, target)):
             return
         label = f".to({unparse(target, 30)})"
+        if device_type_of_literal(target) == "cpu" and _read_on_host(ctx, call):
+            return
     else:
         if method == "cuda" and _caller_device(ctx, _device_target(ctx, call)):
+            return
+        if method == "cpu" and _read_on_host(ctx, call):
             return
         label = f".{method}()"
     ctx.flag(
@@ -379,6 +416,36 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
     )
 
 
+_HOST_READS = frozenset({"numpy", "tolist", "item"})
+
+
+def _read_on_host(ctx: Context, call: ast.Call) -> bool:
+    """`.cpu()` that fetches values for Python (`idx.nonzero().cpu().tolist()`, or a name the
+    method later reads with `.item()`/`.numpy()`/`.tolist()`): host-side indices or numbers,
+    not the module placing its tensors on a device."""
+    node: ast.AST = call
+    stack = ctx.stack
+    i = len(stack) - 1
+    while i >= 1 and isinstance(stack[i], ast.Attribute) and isinstance(stack[i - 1], ast.Call):
+        if stack[i].attr in _HOST_READS:  # type: ignore[attr-defined]
+            return True
+        node, i = stack[i - 1], i - 2
+    holder = stack[i] if i >= 0 else None
+    if not (isinstance(holder, ast.Assign) and holder.value is node and len(holder.targets) == 1):
+        return False
+    target = holder.targets[0]
+    fn = ctx.frame.node
+    if not isinstance(target, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    return any(
+        isinstance(sub, ast.Call)
+        and isinstance(sub.func, ast.Attribute)
+        and sub.func.attr in _HOST_READS
+        and any(isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(sub.func.value))
+        for sub in ast.walk(fn)
+    )
+
+
 @check("TM103", calls={"train", "eval"})
 def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
@@ -386,6 +453,10 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     if ctx.method in ("train", "eval", "training"):
         # overriding train()/eval() (e.g. to freeze BatchNorm) or a `training` property
         # setter that forwards the mode is the sanctioned place
+        return
+    if ctx.method == "__init__":
+        # while the module is being built no caller has set a mode yet: the call sets the
+        # starting mode (a no-op for `self.train()`, a new module is in training mode)
         return
     recv = call.func.value
     is_self = isinstance(recv, ast.Name) and recv.id == "self"
@@ -855,11 +926,126 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
     target = _self_attr_target(node)
     if target is None or ctx.kind(node.value) != TENSOR or _moves_own_state(ctx):
         return
+    wrapped = _converted_parameter(ctx, node.value)
+    if wrapped is not None:
+        _flag_converted_parameter(ctx, node, target.attr, *wrapped)
+        return
     ctx.flag(
         node,
         f"`self.{target.attr}` holds a plain tensor: it will not follow `model.to(device)` and is missing from `state_dict()`.",
         f'`self.register_buffer("{target.attr}", {unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.',
     )
+
+
+# factories whose result is a float32 CPU tensor unless told otherwise
+_DEFAULT_FLOAT = frozenset(
+    {"randn", "rand", "zeros", "ones", "empty", "Tensor", "FloatTensor", "normal", "eye", "full"}
+)
+# `torch.FloatTensor` / `torch.float32` / "cpu": what a fresh float32 CPU tensor already is
+_FLOAT32 = frozenset({"torch.FloatTensor", "torch.float32", "torch.float", "torch.cpu", "cpu"})
+
+
+def _converted_parameter(ctx: Context, value: ast.AST) -> tuple[ast.Call, list[ast.Call]] | None:
+    """`nn.Parameter(t).type(torch.FloatTensor)`: the `nn.Parameter(...)` call and the method
+    calls chained on it (outermost last)."""
+    chain: list[ast.Call] = []
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if ctx.qualname(value.func) in _PARAMETER:
+            return (value, chain[::-1]) if chain else None
+        chain.append(value)
+        value = value.func.value
+    if isinstance(value, ast.Call) and chain and ctx.qualname(value.func) in _PARAMETER:
+        return value, chain[::-1]  # `from torch.nn import Parameter`
+    return None
+
+
+_PARAMETER = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
+
+
+def _default_float(ctx: Context, tensor: ast.AST | None) -> bool:
+    """A float32 CPU tensor for certain: `torch.randn(3, 4)`, `torch.Tensor(3).uniform_(-1, 1)`,
+    `0.1 * torch.ones(n)`."""
+    if isinstance(tensor, ast.BinOp) and isinstance(tensor.op, (ast.Mult, ast.Add, ast.Sub, ast.Div)):
+        sides = (tensor.left, tensor.right)
+        scalar = [x for x in sides if isinstance(x, ast.Constant) and isinstance(x.value, (int, float))]
+        if len(scalar) == 1:
+            return _default_float(ctx, next(x for x in sides if x is not scalar[0]))
+        return False
+    while isinstance(tensor, ast.Call) and isinstance(tensor.func, ast.Attribute):
+        if not (tensor.func.attr.endswith("_") or tensor.func.attr == "float"):
+            break
+        tensor = tensor.func.value  # in-place initialisers keep dtype and device
+    if not isinstance(tensor, ast.Call) or keyword(tensor, "dtype") or keyword(tensor, "device"):
+        return False
+    q = ctx.qualname(tensor.func) or ""
+    if not q.startswith("torch.") or q.split(".", 1)[1] not in _DEFAULT_FLOAT or has_kwargs_splat(tensor):
+        return False
+    # a changed default dtype makes factories return something else
+    return not any("set_default_dtype" in ln or "set_default_tensor_type" in ln for ln in ctx.lines)
+
+
+def _keeps_parameter(ctx: Context, call: ast.Call) -> bool:
+    """The method returns the Parameter itself when called on a float32 CPU tensor: `.float()`,
+    `.cpu()`, `.type(torch.FloatTensor)`, `.to(torch.float32)`, in-place initialisers."""
+    method = call.func.attr  # type: ignore[attr-defined]
+    if method.endswith("_") and not method.endswith("__"):
+        return True  # in-place: returns self
+    if method in ("float", "cpu", "contiguous") and not call.args and not call.keywords:
+        return True
+    if method in ("type", "to") and (call.args or call.keywords):
+        args = [*call.args, *(k.value for k in call.keywords if k.arg in ("dtype", "device"))]
+        if len(args) != len(call.args) + len(call.keywords):
+            return False  # copy=True, non_blocking=... : leave it to the reader
+        args = [
+            (ctx.origin(a) or a) if isinstance(a, ast.Name) else a for a in args
+        ]  # `dtype = torch.FloatTensor`
+        return all(
+            (isinstance(a, ast.Constant) and a.value in _FLOAT32) or ctx.qualname(a) in _FLOAT32 for a in args
+        )
+    return False
+
+
+_DEVICE_MOVES = frozenset({"cuda", "cpu", "to", "mps", "xpu"})
+
+
+def _flag_converted_parameter(
+    ctx: Context, node: ast.AST, attr: str, param: ast.Call, chain: list[ast.Call]
+) -> None:
+    """`self.w = nn.Parameter(t).double()`: a conversion that has work to do returns a new,
+    plain tensor (with a grad_fn back to the Parameter), so `self.w` is not registered and no
+    optimizer over `model.parameters()` trains it; one with nothing to do returns the
+    Parameter itself (`nn.Parameter(torch.randn(3)).float()`), which is fine."""
+    inner = param.args[0] if param.args else keyword(param, "data")
+    if _default_float(ctx, inner) and all(_keeps_parameter(ctx, c) for c in chain):
+        return  # nothing to convert: the attribute is the registered Parameter
+    converting = next((c for c in chain if not _keeps_parameter(ctx, c)), chain[0])
+    method = converting.func.attr  # type: ignore[attr-defined]
+    inner_text = unparse(inner, 30) if inner is not None else "tensor"
+    moves = method in _DEVICE_MOVES or any(
+        "cuda" in ast.unparse(a) for a in (*converting.args, *(k.value for k in converting.keywords))
+    )
+    if moves:
+        hint = (
+            f"Wrap the tensor itself, `self.{attr} = nn.Parameter({inner_text})`, and let the caller's"
+            " `model.to(device)` move it with the other parameters."
+        )
+    else:
+        hint = f"Convert before wrapping: `self.{attr} = nn.Parameter({inner_text}.{method}{_call_args(converting)})`."
+    ctx.flag(
+        node,
+        f"`self.{attr} = nn.Parameter(...).{method}({'...' if converting.args or converting.keywords else ''})`"
+        " holds the converted copy, a plain tensor whenever"
+        " the conversion has work to do: it is not a registered parameter, so the optimizer never"
+        " updates it and `state_dict()` misses it.",
+        hint,
+    )
+
+
+def _call_args(call: ast.Call) -> str:
+    text = ", ".join(
+        [*(unparse(a, 30) for a in call.args), *(f"{k.arg}={unparse(k.value, 30)}" for k in call.keywords)]
+    )
+    return f"({text})"
 
 
 # what read through `.data` is metadata or a factory, not a value that feeds the graph

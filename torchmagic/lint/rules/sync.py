@@ -32,6 +32,7 @@ from ..kinds import (
 )
 from ..nodes import terminal_name
 from ..registry import check
+from ..walker import is_step_loop
 from ._common import unparse, unparse_operand
 
 # Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
@@ -39,9 +40,12 @@ _NOT_TENSOR = frozenset(
     {NUMBER, STRING, NDARRAY, LIST, DICT, MODULE, OPTIMIZER, SCHEDULER, LOADER, DATASET, DEVICE, DTYPE}
     | {NONE, SHAPE, STATE_DICT}
 )
-_SYNC_METHODS = frozenset({"item", "tolist", "numpy", "cpu", "nonzero"})
+# `.numpy()` is not among them: on a CPU tensor it waits for nothing, on a GPU tensor it raises;
+# the wait in `x.cpu().numpy()` is the `.cpu()`
+_SYNC_METHODS = frozenset({"item", "tolist", "cpu", "nonzero"})
 
 PERIODIC, ONCE = "periodic", "once"
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 def _loop_names(loop: ast.AST) -> set[str]:
@@ -93,12 +97,21 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
     """How often `node` runs in its innermost loop: on one iteration only (`if i == 0:`),
     every N steps (`if step % N == 0:`, a counter the block resets, or `if step % N: continue`
     before it), or on every iteration (None)."""
-    loop = ctx.loops[-1].node if ctx.loops else None
+    depth = len(ctx.loops) - 1
+    loop = ctx.loops[depth].node if ctx.loops else None
     names = _loop_names(loop) if loop is not None else set()
     stack = [*ctx.stack, node]
     for i in range(len(stack) - 2, -1, -1):
         parent, child = stack[i], stack[i + 1]
         if parent is loop:
+            if depth > 0 and not is_step_loop(loop):
+                # a loop over the model's parameters (or a dict's items) is part of one step: a
+                # guard around it (`if step % N == 0: for name, p in model.named_parameters():`)
+                # decides how often the whole loop runs
+                depth -= 1
+                loop = ctx.loops[depth].node
+                names = _loop_names(loop)
+                continue
             break
         if isinstance(parent, ast.If):
             in_body = any(child is s for s in parent.body)
@@ -210,19 +223,117 @@ def _is_epoch_loop(loop: ast.AST) -> bool:
     )
 
 
+_HOST_CONSUMERS = frozenset({"step", "range", "randint", "choice", "sample"})
+# conversions between the read and its use: `a.cpu().numpy()`, `int(y.argmax().item())`
+_CONVERSIONS = frozenset({"int", "float", "bool", "list", "tuple", "array", "asarray", "squeeze"})
+# constructors that bring a host value back to a tensor (the next decoding step's input)
+_TO_TENSOR = frozenset(
+    {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.Tensor", "torch.FloatTensor"}
+    | {"torch.from_numpy", "torch.IntTensor", "torch.full"}
+)
+
+
+def _consumer(ctx: Context, call: ast.Call) -> tuple[ast.AST, ast.AST | None]:
+    """The expression the read ends up as, after chained methods and conversions
+    (`action.cpu().numpy()`, `int(y.argmax().item())`), and what holds that expression."""
+    node: ast.AST = call
+    stack = ctx.stack
+    i = len(stack) - 1
+    while i >= 0:
+        p = stack[i]
+        if isinstance(p, ast.Attribute) and p.value is node and i >= 1:
+            up = stack[i - 1]
+            if isinstance(up, ast.Call) and up.func is p:
+                node, i = up, i - 2
+                continue
+        if isinstance(p, ast.Call) and p.args and p.args[0] is node and terminal_name(p.func) in _CONVERSIONS:
+            node, i = p, i - 1
+            continue
+        break
+    return node, (stack[i] if i >= 0 else None)
+
+
+def _bound_name(ctx: Context, value: ast.AST, holder: ast.AST | None) -> str | None:
+    """`a = <value>` -> "a"; `seq.append(<value>)` -> "seq"."""
+    if isinstance(holder, ast.Assign) and holder.value is value and len(holder.targets) == 1:
+        t = holder.targets[0]
+        return t.id if isinstance(t, ast.Name) else None
+    if (
+        isinstance(holder, ast.Call)
+        and isinstance(holder.func, ast.Attribute)
+        and holder.func.attr == "append"
+        and isinstance(holder.func.value, ast.Name)
+        and holder.args
+        and holder.args[0] is value
+    ):
+        return holder.func.value.id
+    return None
+
+
+def _fed_back(ctx: Context, loop: ast.AST, name: str, appended: bool) -> bool:
+    """Inside the loop, the host value named `name` goes to `env.step(...)`, or back into a
+    tensor (`torch.tensor([tokens[-1]])`: the next decoding step's input), directly or through
+    one more name (`tok = ....item(); tokens.append(tok)`). `appended`: the name is a list the
+    values are appended to."""
+    names, seen = [(name, appended)], {name}
+    while names:
+        current, is_list = names.pop()
+        for sub in ast.walk(loop):
+            if not isinstance(sub, ast.Call):
+                continue
+            args = [*sub.args, *(k.value for k in sub.keywords)]
+            if not any(isinstance(n, ast.Name) and n.id == current for a in args for n in ast.walk(a)):
+                continue
+            if terminal_name(sub.func) in _HOST_CONSUMERS:
+                return True
+            if ctx.qualname(sub.func) in _TO_TENSOR:
+                direct = not is_list and any(isinstance(a, ast.Name) and a.id == current for a in args)
+                if direct or any(_one_value(n, current, is_list) for a in args for n in ast.walk(a)):
+                    return True
+            holder = sub.func.value if isinstance(sub.func, ast.Attribute) else None
+            if (
+                isinstance(sub.func, ast.Attribute)
+                and sub.func.attr == "append"
+                and isinstance(holder, ast.Name)
+                and holder.id not in seen
+                and len(seen) < 3
+            ):
+                seen.add(holder.id)
+                names.append((holder.id, True))
+    return False
+
+
+def _one_value(node: ast.AST, name: str, is_list: bool) -> bool:
+    """`[tok]` / `[[tokens[-1]]]`: the latest value goes in, not a whole list of them (a tensor
+    built from all the logged losses is bookkeeping, not the next input)."""
+    if isinstance(node, ast.Subscript) and is_list:
+        s = node.slice
+        last = (
+            isinstance(s, ast.UnaryOp) and isinstance(s.op, ast.USub) and isinstance(s.operand, ast.Constant)
+        )
+        return last and isinstance(node.value, ast.Name) and node.value.id == name
+    if isinstance(node, ast.List) and not is_list:
+        return any(isinstance(e, ast.Name) and e.id == name for e in node.elts)
+    return False
+
+
 def _host_needs_it(ctx: Context, call: ast.Call) -> bool:
-    """The value is needed on the host to go on (`env.step(action.item())`, `vocab[idx.item()]`,
-    a token sampled with `torch.multinomial(...)`): keeping it on
-    the device is no option, so the advice would not apply."""
-    parent = ctx.parent
-    if isinstance(parent, ast.Subscript) and parent.slice is call:
+    """The value is needed on the host to go on (`env.step(action.cpu().numpy())`,
+    `vocab[idx.item()]`, a token sampled with `torch.multinomial(...)`, a greedy token fed back
+    as the next input): keeping it on the device is no option, so the advice would not apply."""
+    value, holder = _consumer(ctx, call)
+    if isinstance(holder, ast.Subscript) and holder.slice is value:
         return True
-    if isinstance(parent, ast.Call) and call in parent.args:
-        return terminal_name(parent.func) in ("step", "range", "randint", "choice", "sample")
+    if isinstance(holder, ast.Call) and value in holder.args:
+        if terminal_name(holder.func) in _HOST_CONSUMERS:
+            return True
     receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
     if isinstance(receiver, ast.Call) and terminal_name(receiver.func) == "multinomial":
         return True
-    return False
+    name = _bound_name(ctx, value, holder)
+    if name is None or not ctx.in_loop:
+        return False
+    return _fed_back(ctx, ctx.loops[-1].node, name, appended=not isinstance(holder, ast.Assign))
 
 
 def _reads_each_element(ctx: Context, loop: ast.AST, value: ast.AST | None) -> bool:
@@ -236,6 +347,125 @@ def _reads_each_element(ctx: Context, loop: ast.AST, value: ast.AST | None) -> b
     if isinstance(value, ast.Name) and value.id in targets:
         return True
     return it is not None and ctx.kind(it) in TENSOR_KINDS
+
+
+def _read_keys(ctx: Context, expr: ast.AST) -> set[str]:
+    """The tensors an expression reads, as dotted names (`(pred == y).sum()` -> {pred, y},
+    `self.loss` -> {self.loss}); not the functions and modules it calls (`F.relu`, `model`)."""
+    parents = {id(c): n for n in ast.walk(expr) for c in ast.iter_child_nodes(n)}
+    keys: set[str] = set()
+    for n in ast.walk(expr):
+        if not isinstance(n, (ast.Name, ast.Attribute)) or isinstance(parents.get(id(n)), ast.Attribute):
+            continue  # only whole chains: `a.b.c`, not `a.b`
+        chain: ast.AST = n
+        up = parents.get(id(n))
+        if isinstance(up, ast.Call) and up.func is n:
+            if not isinstance(n, ast.Attribute):
+                continue  # `model(x)`, `len(x)`: a callable, not a tensor read
+            chain = n.value  # `x.sum` -> the receiver `x`
+        if not isinstance(chain, (ast.Name, ast.Attribute)):
+            continue
+        root = chain
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id in ctx.imports or ctx.kind(chain) in _NOT_TENSOR:
+            continue
+        keys.add(ast.unparse(chain))
+    return keys
+
+
+def _synced_by(ctx: Context, node: ast.AST) -> set[str]:
+    """What the TM301 reads in `node` (its parts that run whenever it runs) copy to the host."""
+    out: set[str] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, (ast.If, ast.While)):
+            todo.append(n.test)
+            continue
+        if isinstance(n, (ast.For, ast.AsyncFor)):
+            todo.append(n.iter)
+            continue
+        if isinstance(n, ast.Try) or isinstance(n, _COMPREHENSIONS):
+            continue
+        if isinstance(n, ast.IfExp):
+            todo.append(n.test)
+            continue
+        if isinstance(n, ast.BoolOp):
+            todo.append(n.values[0])
+            continue
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Attribute) and f.attr in _SYNC_METHODS and not n.args:
+                out |= _read_keys(ctx, f.value)
+            elif isinstance(f, ast.Name) and f.id == "print":
+                tensor = _tensor_in_print(ctx, n)
+                if tensor is not None:
+                    out |= _read_keys(ctx, tensor)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _rebinds(node: ast.AST) -> set[str]:
+    """Names and attributes a statement assigns (anywhere in it)."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store):
+            out.add(ast.unparse(n))
+    return out
+
+
+def _read_earlier_in_iteration(ctx: Context, loop: ast.AST, keys: set[str]) -> bool:
+    """Every tensor `keys` names was already copied to the host earlier in the same iteration,
+    by a statement that always runs before this one (`total += loss.item()` ... then
+    `writer.add_scalar("loss", loss.item())`), and not rebound since: the same wait, reported
+    once, at the first read."""
+    if not keys:
+        return False
+    path = list(ctx.stack)
+    start = next((i for i, n in enumerate(path) if n is loop), None)
+    if start is None or isinstance(loop, _COMPREHENSIONS):
+        return False
+    synced: set[str] = set()
+
+    def run(node: ast.AST) -> None:
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                run(item.context_expr)
+            for stmt in node.body:
+                run(stmt)  # in order: `out = model(x)` then `out.item()` in one block
+            return
+        synced.update(_synced_by(ctx, node))
+        for bound in _rebinds(node):
+            synced.difference_update({k for k in synced if k == bound or k.startswith(bound + ".")})
+
+    for k in range(start, len(path) - 1):
+        anc, child = path[k], path[k + 1]
+        inside = path[k + 2] if k + 2 < len(path) else None  # where in `child` the read is
+        if not isinstance(child, ast.stmt):
+            break
+        block = next(
+            (
+                seq
+                for fld in ("body", "orelse", "finalbody")
+                if isinstance(seq := getattr(anc, fld, None), list) and any(x is child for x in seq)
+            ),
+            None,
+        )
+        if block is None or (anc is loop and block is not loop.body):  # type: ignore[attr-defined]
+            return False
+        for earlier in block[: next(i for i, x in enumerate(block) if x is child)]:
+            run(earlier)
+        if inside is None or not isinstance(inside, ast.stmt):
+            break  # the read is in this statement's own expressions (an `if` test, a `with` item)
+        if isinstance(child, (ast.If, ast.While)):
+            run(child.test)
+        elif isinstance(child, (ast.With, ast.AsyncWith)):
+            for item in child.items:
+                run(item.context_expr)
+    return keys <= synced
 
 
 @check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"})
@@ -280,6 +510,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     if guard_kind(ctx, call) is not None:
         # `if i == 0:` runs once; `if step % N == 0:` is the advice itself, already followed
         return
+    if value is not None and _read_earlier_in_iteration(ctx, loop, _read_keys(ctx, value)):
+        return  # the first read of the iteration is the finding
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
     if place == accelerator.CPU or accelerator.in_cpu_branch(ctx, call):
         return  # a CPU tensor: reading it waits for no GPU
@@ -326,6 +558,11 @@ def _tensors_in(ctx: Context, test: ast.AST) -> list[ast.AST]:
 def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: Context) -> None:
     test = node.test
     if not ctx.is_tensor(test):
+        return
+    if ctx.in_loop and ctx.loops[-1].inner_loop_seen and not isinstance(node, ast.While):
+        # after the inner batch loop (`if approx_kl > target_kl: break` once per update epoch):
+        # one wait per pass over the data, for a decision only the host can take (a `while`
+        # there is a loop of its own, testing on each of its iterations)
         return
     if (
         ctx.loops
