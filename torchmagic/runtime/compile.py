@@ -276,7 +276,7 @@ class _Events:
         self.breaks.append(BreakEvent(cid, record.getMessage(), self.site()))
 
     def on_warning(self, record: logging.LogRecord) -> None:
-        if len(self.limits) >= MAX_EVENTS or "recompile_limit" not in str(record.msg):
+        if len(self.limits) >= MAX_EVENTS or "hit config." not in str(record.msg):
             return
         parsed = parse_limit_warning(record.getMessage())
         if parsed is not None:
