@@ -135,7 +135,9 @@ def break_cause(gb: GraphBreak) -> str:
         what = f"`{name}`" if name else "a function Dynamo does not trace"
         return f"{what} cannot be traced (a builtin or C extension Dynamo skips)"
     detail = first_sentence(gb.explanation) if gb.explanation else ""
-    return f"Dynamo stopped at {gb.title.rstrip('.')!r}" + (f": {detail.rstrip('.')}" if detail else "")
+    return f"Dynamo stopped tracing here ({gb.title.rstrip('.')})" + (
+        f": {detail.rstrip('.')}" if detail else ""
+    )
 
 
 def break_fix(gb: GraphBreak) -> str:
