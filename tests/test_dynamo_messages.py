@@ -51,6 +51,11 @@ from torchmagic.runtime.dynamo_messages import (
         ("2/1: G['i'] == 1       # def inner(x): ...", "value", "`i` changed (was 1)"),
         ("3/0: s == -5.101468086242676   # ...", "value", "`s` changed (was -5.101)"),
         (
+            "1/1: ___stack2 == 0.12113   # ...",
+            "value",
+            "a Python number carried across a graph break changed (was 0.1211)",
+        ),
+        (
             "0/0: BACKEND_MATCH failure: torch.compile detected different backend callables.",
             "backend",
             "different backend",

@@ -76,7 +76,8 @@ def _frame_id(compile_id: str) -> str:
 class CallSite:
     """Where the cell was when Dynamo started (or gave up) compiling something."""
 
-    line: int | None  # the checked cell's line on the stack
+    line: int | None  # the innermost line of the checked cell's file on the stack
+    top: int | None = None  # the cell's own statement (its top-level code) making the call
     module: Any = None  # weak reference to the nn.Module being called, if any
     wrapper: Any = None  # weak reference to the OptimizedModule around it, if any
     module_type: str | None = None
@@ -237,11 +238,14 @@ class _Events:
         f = frame
         depth = 0
         cell_file = self.locator.cell_file
-        while f is not None and depth < 200 and wrapper is None:
+        top = None
+        while f is not None and depth < 400:
             code = f.f_code
             if cell_file is not None and code.co_filename == cell_file:
-                break
-            if code.co_name == "_call_impl" and code.co_filename.endswith(_MODULE_FILE):
+                if code.co_name == "<module>":
+                    top = f.f_lineno
+                    break
+            elif wrapper is None and code.co_name == "_call_impl" and code.co_filename.endswith(_MODULE_FILE):
                 obj = f.f_locals.get("self")
                 if obj is not None and type(obj).__name__ == "OptimizedModule":
                     wrapper = obj
@@ -253,7 +257,11 @@ class _Events:
             # `torch.compile(nn.Sequential(...))`: Dynamo compiles a wrapper around the module
             module = wrapper.__dict__.get("_modules", {}).get("_orig_mod")
         return CallSite(
-            line, _weak(module), _weak(wrapper), type(module).__name__ if module is not None else None
+            line,
+            top or line,
+            _weak(module),
+            _weak(wrapper),
+            type(module).__name__ if module is not None else None,
         )
 
     # -- hooks (must never raise into Dynamo) --
@@ -463,8 +471,8 @@ def _build(
     def note_site(fn: CompiledFunction, site: CallSite | None) -> None:
         if site is None:
             return
-        if fn.call_line is None and site.line is not None:
-            fn.call_line = site.line
+        if fn.call_line is None and site.top is not None:
+            fn.call_line = site.top
         if (site.module is not None or site.wrapper is not None) and len(fn.modules) < 4:
             fn.modules.append(site)
 
@@ -507,7 +515,7 @@ def _build(
             if first_here and fn.file.endswith(_WRAPPERS) and reason_is_about_module(reason):
                 continue  # the first compilation of another module that shares the wrapper's code
             recompiles_per_frame[(frame, key)] += 1
-            fn.recompiles.append(Recompile(failure, site.line if site else None, seconds))
+            fn.recompiles.append(Recompile(failure, site.top if site else None, seconds))
     for key, fn in functions.items():
         fn.recompile_count = max((n for (_, k), n in recompiles_per_frame.items() if k == key), default=0)
     for limit in events.limits:

@@ -221,6 +221,7 @@ _GUARDS: list[tuple[str, re.Pattern[str]]] = [
     ("object", re.compile(r"___check_obj_id\((?P<expr>[^,]+),")),
     ("type", re.compile(r"___check_type_id\((?P<expr>[^,]+),")),
     ("length", re.compile(r"len\((?P<expr>[^)]+)\) == (?P<v>\d+)")),
+    ("carried", re.compile(r"^(?:[LG]\[['\"])?___stack\d+(?:['\"]\])? == (?P<v>[^#\n]+?)\s*(?:#|$)", re.M)),
     ("value", re.compile(r"^(?P<expr>[\w.\[\]'\"]+) == (?P<v>[^#\n]+?)\s*(?:#|$)", re.M)),
     ("symbolic", re.compile(r"(?P<expr>[\w.\[\]'\"()]*size\(\)\[\d+\][^#\n]*)")),
 ]
@@ -284,6 +285,10 @@ def describe_guard_failure(reason: str) -> GuardFailure:
             return GuardFailure(kind, f"`{_name(g['expr'])}` has a different type than when it was compiled")
         if kind == "length":
             return GuardFailure(kind, f"`len({_name(g['expr'])})` changed (was {g['v'].strip()})")
+        if kind == "carried":
+            return GuardFailure(
+                "value", f"a Python number carried across a graph break changed (was {_value(g['v'])})"
+            )
         if kind == "value":
             return GuardFailure(kind, f"`{_name(g['expr'])}` changed (was {_value(g['v'])})")
         if kind == "symbolic":
@@ -329,7 +334,8 @@ def recompile_fix(kinds: set[str]) -> str:
     if kinds & {"value", "length"}:
         return (
             "Dynamo specialises on Python numbers, lengths and attributes: pass values that change as tensors "
-            "(or a buffer), keep them fixed, or compile with `dynamic=True` for changing integers."
+            "(or a buffer), keep them fixed, or compile with `dynamic=True` for changing integers; a number read "
+            "with `.item()` at a graph break goes away with the break (TM950)."
         )
     if kinds & {"object", "type"}:
         return "Pass the same objects every call (build them once), or compile once outside the loop and reuse it."
