@@ -153,6 +153,11 @@ def test_print_skipped_and_unknown_breaks():
     )
     assert break_fix(odd) == "Do it differently."
     assert parse_graph_break("Recompiling function f") is None
+    backward = parse_graph_break(
+        "Graph break in user code at f.py:7\nGraph Break Reason: Unsupported Tensor.backward() call\n"
+        "  Explanation: Dynamo currently does not support tracing `Tensor.backward()` when trace_autograd_ops is off.\n"
+    )
+    assert backward.kind == "backward" and "AOTAutograd" in break_fix(backward)
 
 
 def test_limit_warning_and_resume_functions():

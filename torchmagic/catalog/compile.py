@@ -26,20 +26,18 @@ RULES = [
             """,
         example="""
             @torch.compile
-            def train_step(x, y):
+            def loss_fn(x, y):
                 loss = F.mse_loss(model(x), y)
                 print("loss", loss.item())
-                loss.backward()
                 return loss
             """,
         fix="""
             @torch.compile
-            def train_step(x, y):
-                loss = F.mse_loss(model(x), y)
-                loss.backward()
-                return loss
+            def loss_fn(x, y):
+                return F.mse_loss(model(x), y)
 
-            loss = train_step(x, y)
+            loss = loss_fn(x, y)
+            loss.backward()              # the backward pass is compiled too (AOTAutograd)
             print("loss", loss.item())   # outside the compiled function
             """,
         not_flagged="""

@@ -40,7 +40,7 @@ class GraphBreak:
 
     file: str | None  # where Dynamo was tracing when it broke (the innermost traced frame)
     line: int | None
-    kind: str  # item | print | branch | dynamic-shape | explicit | logging | skipped | tolist | other
+    kind: str  # item | print | branch | dynamic-shape | explicit | logging | skipped | tolist | backward | other
     title: str  # Dynamo's graph-break type, its first line
     explanation: str = ""
     hints: list[str] = field(default_factory=list)
@@ -92,6 +92,8 @@ def _break_kind(title: str, explanation: str) -> str:
         return "logging"
     if "tolist()" in text:
         return "tolist"
+    if "Tensor.backward()" in title:
+        return "backward"
     if "marked as skipped" in title or "does not know how to trace the builtin" in text:
         return "skipped"
     return "other"
@@ -130,6 +132,8 @@ def break_cause(gb: GraphBreak) -> str:
         return "Dynamo does not trace calls to a `logging` logger"
     if gb.kind == "tolist":
         return "Dynamo cannot trace `.tolist()` on this tensor"
+    if gb.kind == "backward":
+        return "Dynamo does not trace `.backward()` inside a compiled function"
     if gb.kind == "skipped":
         name = _skipped_callable(gb.explanation)
         what = f"`{name}`" if name else "a function Dynamo does not trace"
@@ -161,6 +165,11 @@ def break_fix(gb: GraphBreak) -> str:
         return (
             "Use a fixed-shape form (a mask with `torch.where`), or set "
             "`torch._dynamo.config.capture_dynamic_output_shape_ops = True`."
+        )
+    if gb.kind == "backward":
+        return (
+            "Compile the forward pass and the loss only, and call `loss.backward()` and the optimizer step "
+            "after the compiled call returns: the backward pass of compiled code is compiled too (AOTAutograd)."
         )
     if gb.kind == "logging":
         return "Log outside the compiled function, or add the method to `torch._dynamo.config.ignore_logging_functions`."
