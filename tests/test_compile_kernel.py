@@ -36,8 +36,24 @@ def stderr(msgs) -> str:
     )
 
 
+STATE = """
+import logging, torch, torch._dynamo
+from torch._logging._internal import log_registry, log_state
+
+def logging_state():
+    names = sorted(log_registry.get_artifact_log_qnames()) + ["torch", "torch._dynamo", "torch._dynamo.convert_frame"]
+    loggers = [(n, logging.getLogger(n).level, logging.getLogger(n).propagate, tuple(logging.getLogger(n).handlers)) for n in names]
+    callbacks = (list(torch._dynamo.callback_handler.start_callbacks), list(torch._dynamo.callback_handler.end_callbacks))
+    return loggers, sorted(log_state.artifact_names), dict(log_state.log_qname_to_level), callbacks
+
+before = logging_state()
+"""
+
+
 def test_compiled_cell_under_user_torch_logs(kernel) -> None:
     ex = execute(kernel, "%load_ext torchmagic\n%config TorchCheck.display = 'html'")
+    assert ex.reply["status"] == "ok"
+    ex = execute(kernel, STATE)
     assert ex.reply["status"] == "ok"
     ex = execute(kernel, CELL)
     assert ex.reply["status"] == "ok"
@@ -52,6 +68,12 @@ def test_compiled_cell_under_user_torch_logs(kernel) -> None:
     assert rec["name"] == "step" and rec["breaks"] >= 1 and rec["line"] == 11
     assert ("TM950", 7) in [(f["rule"], f["line"]) for f in report["findings"]]
     assert "Compile (1)" in data["text/html"]
+    # every logger that existed before (compiling imports more of torch, with loggers of its own)
+    ex = execute(
+        kernel,
+        "after = logging_state()\nprint(set(before[0]) <= set(after[0]) and before[1:] == after[1:], before[1])",
+    )
+    assert ex.stdout.strip() == "True ['graph_breaks', 'recompiles']"  # TORCH_LOGS as the user set it
 
     # a later unchecked cell: the user's logging still prints, torchmagic adds nothing
     ex = execute(
