@@ -1,7 +1,7 @@
 """Run real notebooks plain and under `%torchcheck on`; compare what the user sees, collect findings.
 
     python bench/live_notebooks.py DIR [--out results.json] [--timeout 120]
-        [--pythonpath CHECKOUT] [--runs 2] [--seed 0 | --no-seed] [--only NAME]
+        [--pythonpath CHECKOUT] [--runs 2] [--seed 0 | --no-seed] [--threads N] [--only NAME]
 
 Each notebook under DIR runs in fresh `python3` kernels, each in its own temporary copy of the
 notebook's folder (helper modules and data files come along): `--runs` times as written and
@@ -18,7 +18,8 @@ cell is 'suspect' rather than a difference. Findings, internal errors and `torch
 lines come from the first checked run's report outputs (`application/vnd.torchmagic.report+json`).
 Per cell, the minimum over the runs of two times: the kernel's wall time (nbclient's timing
 metadata) and the kernel process's CPU time (pre/post-run hooks the setup cell registers, so
-torchmagic's post-run work counts); the CPU time is the steadier one on a shared machine.
+torchmagic's post-run work counts); the CPU time is the steadier one on a shared machine,
+above all with `--threads 1` (torch's worker threads spin while they wait for a busy core).
 
 `--pythonpath` is prepended to the kernels' PYTHONPATH so a frozen checkout can be measured
 while another is being edited; the setup cell prints `torchmagic.__file__` and the runner stops
@@ -62,12 +63,12 @@ CPU_LOG = ".live-notebooks-cpu.jsonl"
 # threads) resists the load of other processes on a shared machine better than wall time.
 CPU_HOOKS = f"""
 def _bench_cpu_hooks():
-    import json, time
-    started = []
+    import json, os, time
+    log, started = os.path.abspath({CPU_LOG!r}), []
     def pre(info):
         started[:] = [time.process_time()]
     def post(result):
-        with open({CPU_LOG!r}, "a") as f:
+        with open(log, "a") as f:
             f.write(json.dumps(time.process_time() - started[0] if started else None) + "\\n")
     get_ipython().events.register("pre_run_cell", pre)
     get_ipython().events.register("post_run_cell", post)
@@ -93,13 +94,12 @@ def normalise(text: str) -> str:
 def setup_cell(seed: int | None, checked: bool) -> str:
     """The first cell of every run: the same seeding for plain and checked runs, then
     torchmagic for checked runs only."""
-    lines = ["# live-notebooks bench: setup"]
+    # torch is imported here in every run, so that no user cell pays for it in one kind of run
+    # only (loading torchmagic imports torch)
+    lines = ["# live-notebooks bench: setup", "import random as _r, numpy as _np, torch as _t"]
     if seed is not None:
-        lines += [
-            "import random as _r, numpy as _np, torch as _t",
-            f"_r.seed({seed}); _np.random.seed({seed}); _t.manual_seed({seed})",
-            "del _r, _np, _t",
-        ]
+        lines.append(f"_r.seed({seed}); _np.random.seed({seed}); _t.manual_seed({seed})")
+    lines.append("del _r, _np, _t")
     return "\n".join(lines + (LOAD_TORCHMAGIC if checked else []) + [CPU_HOOKS])
 
 
@@ -385,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--seed", type=int, default=0, help="seed for random, NumPy, torch and PYTHONHASHSEED")
     ap.add_argument("--no-seed", dest="seed", action="store_const", const=None, help="run notebooks unseeded")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="OMP/MKL threads of the kernels (1: steadier timings)"
+    )
     ap.add_argument("--only", default=None, help="run only notebooks whose file name contains this")
     args = ap.parse_args(argv)
 
@@ -394,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(expected), env.get("PYTHONPATH")]))
     if args.seed is not None:
         env["PYTHONHASHSEED"] = str(args.seed)
+    if args.threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(args.threads)
     notebooks = sorted(p for p in args.dir.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     notebooks = [p for p in notebooks if args.only is None or args.only in p.name]
     results: list[dict[str, Any]] = []

@@ -297,3 +297,56 @@ def test_kernel_sends_reports_to_the_panel(kernel) -> None:
     assert {load_comm, comm_id} <= closed
     comm_id, msgs = comm_open_from_frontend(kernel, {"type": "request"})
     assert any(m["msg_type"] == "comm_close" and m["content"]["comm_id"] == comm_id for m in msgs)
+
+
+# ---- Apply fix: the widget's button goes through a panel that can edit the cell ------------------
+def fixable() -> Finding:
+    from torchmagic import check_source
+
+    code = "import torch.nn as nn\nw = nn.Linear(2, 2).weight\nnn.init.normal(w)\n"
+    return next(f for f in check_source(code) if f.rule == "TM902")
+
+
+def test_a_panel_that_announces_apply_fix_makes_the_channel_editable(comms) -> None:
+    channel = SidebarChannel(KERNEL_SHELL)
+    assert not channel.can_edit  # the comm the kernel opened has announced nothing yet
+    opened = comms.created[0]
+    opened.receive({"type": "capabilities", "capabilities": ["apply-fix"]})
+    assert channel.can_edit
+    opened.close()
+    assert not channel.can_edit  # its panel went away
+    late = FakeComm()
+    comms.manager.targets[TARGET](
+        late, {"content": {"data": {"type": "request", "capabilities": ["apply-fix"]}}}
+    )
+    assert channel.can_edit
+    channel.close()
+    assert not channel.can_edit
+
+
+def test_apply_fix_sends_the_edits_and_reports_the_panels_answer(comms) -> None:
+    channel = SidebarChannel(KERNEL_SHELL)
+    viewer, editor = FakeComm(), FakeComm()
+    comms.manager.targets[TARGET](viewer, {"content": {"data": {"type": "request"}}})
+    comms.manager.targets[TARGET](
+        editor, {"content": {"data": {"type": "request", "capabilities": ["apply-fix"]}}}
+    )
+    answers: list[tuple[bool, str]] = []
+    finding = fixable()
+    assert channel.apply_fix("cell-9", "CODE", finding, lambda ok, why: answers.append((ok, why)))
+    (msg,) = [m for m in editor.sent if m["type"] == "apply-fix"]
+    assert not [m for m in viewer.sent if m["type"] == "apply-fix"]  # only to a panel that can edit
+    assert msg["cell_id"] == "cell-9" and msg["code"] == "CODE" and msg["rule"] == "TM902"
+    assert msg["fix"] == finding.fix.to_dict()  # edits, never code to execute
+    assert set(msg) == {"type", "id", "cell_id", "code", "rule", "line", "fix"}
+    editor.receive({"type": "fix-result", "id": msg["id"], "ok": False, "reason": "The cell changed"})
+    editor.receive({"type": "fix-result", "id": msg["id"], "ok": True})  # a second answer is ignored
+    assert answers == [(False, "The cell changed")]
+
+
+def test_apply_fix_without_an_editing_panel_or_a_cell_id_sends_nothing(comms) -> None:
+    channel = SidebarChannel(KERNEL_SHELL)
+    assert not channel.apply_fix("cell-1", "CODE", fixable(), lambda ok, why: None)
+    comms.created[0].receive({"type": "capabilities", "capabilities": ["apply-fix"]})
+    assert not channel.apply_fix(None, "CODE", fixable(), lambda ok, why: None)
+    assert not [m for m in comms.created[0].sent if m["type"] == "apply-fix"]

@@ -136,3 +136,31 @@ def test_kernel_live_view_of_a_helper_built_model(kernel) -> None:
     assert trace["net.layers[0]"] == ([[5, 8]], [[5, 8]], 1)
     assert trace["net.head"] == ([[5, 8]], [[5, 3]], 1)
     assert trace["net"][1] == [[5, 3]]
+
+
+LOOP = """%%torchcheck
+from IPython.display import clear_output
+import torch
+from torch.autograd import Variable
+x = Variable(torch.ones(2))
+for step in range(3):
+    print(f"loss {step}")
+    clear_output(wait=True)
+"""
+
+
+def test_a_pending_clear_output_does_not_let_the_report_erase_the_last_line(kernel) -> None:
+    """`clear_output(wait=True)` clears when the next output arrives: the report must not be
+    that output, or the user's final progress line disappears. It still reaches the sidebar."""
+    run(kernel, "%load_ext torchmagic\n%config TorchCheck.display = 'html'")
+    reply, msgs = run(kernel, LOOP)
+    assert reply["status"] == "ok"
+    kinds = [m["msg_type"] for m in msgs if m["msg_type"] not in ("status", "comm_msg", "comm_open")]
+    assert kinds[-1] == "clear_output" and not reports(msgs)
+    sidebar = [m["content"]["data"] for m in msgs if m["msg_type"] == "comm_msg"]
+    assert any(d.get("type") == "report" and d["report"]["findings"] for d in sidebar)
+    # output after the clear consumes it: then the report is shown as usual
+    reply, msgs = run(kernel, LOOP + 'print("done")\n')
+    assert len(reports(msgs)) == 1
+    reply, msgs = run(kernel, LOOP.replace("wait=True", "wait=False"))
+    assert len(reports(msgs)) == 1

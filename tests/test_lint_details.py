@@ -103,3 +103,11 @@ def test_more_specific_rule_wins_on_the_same_line() -> None:
         "        return self.x[i].to('cuda')\n"
     )
     assert [f.rule for f in check_source(code)] == ["TM204"]
+
+
+def test_messages_keep_the_parentheses_an_attribute_needs() -> None:
+    from torchmagic import check_source
+
+    code = "import torch\nxs = torch.randn(3, requires_grad=True)\ny = (xs ** 2).data\n"
+    (f,) = [f for f in check_source(code) if f.rule == "TM403"]
+    assert "`(xs ** 2).data`" in f.message and "`(xs ** 2).detach()`" in f.hint

@@ -50,6 +50,7 @@ def test_to_dict_has_the_contract_keys_and_is_json() -> None:
         "source": "static",
         "evidence": ["static"],
         "notes": [],
+        "fix": None,
     }
     assert d["syncs"][0]["ops"] == {"Tensor.item": 50}
     assert d["tensors"][0]["shape"] == [2, 3] and d["tensors"][0]["changed"] is True

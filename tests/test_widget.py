@@ -253,3 +253,67 @@ def test_a_cell_with_nothing_to_show_builds_no_widget(shell) -> None:
         )
     (shown,) = cap.outputs  # a forward pass ran: the full report
     assert "application/vnd.jupyter.widget-view+json" in shown.data or "Shapes (" in shown.data["text/html"]
+
+
+def fixable_report() -> Report:
+    from torchmagic.pipeline import CellCheck
+
+    code = "%%torchcheck\nimport torch\nimport torch.nn as nn\nw = nn.Linear(2, 2).weight\nnn.init.normal(w)\nwith torch.no_grad():\n    y = nn.Linear(2, 2)(w)\n"
+    check = CellCheck()
+    ns: dict = {}
+    check.begin(ns, code, cell_id="cell-7")
+    exec(compile(code.split("\n", 1)[1], "<cell>", "exec"), ns)
+    report = check.end(1)
+    assert report is not None
+    return report
+
+
+def test_findings_with_an_edit_show_it_as_a_diff_of_the_cells_lines():
+    r = fixable_report()
+    assert r.code.startswith("%%torchcheck\n")
+    html = findings_table(r.sorted_findings(), code=r.code)
+    assert "<span class='tm-del'>-nn.init.normal(w)</span>" in html
+    assert "<span class='tm-add'>+nn.init.normal_(w)</span>" in html
+    assert "edit that may change behaviour" in html  # TM402's edit is unsafe
+    # without the cell's source (an older saved report) there is no diff, only the hint
+    assert "tm-diff" not in findings_table(r.sorted_findings())
+    # the terminal and text/plain views show the same edit
+    from torchmagic.views.terminal import render_text
+
+    text = render_text(r)
+    assert (
+        "edit: Call `normal_`\n" in text
+        and "-nn.init.normal(w)\n" in text
+        and "+nn.init.normal_(w)\n" in text
+    )
+    assert "edit (may change behaviour): Use `torch.inference_mode()`" in text
+
+
+def test_apply_fix_buttons_only_where_a_panel_can_edit():
+    r = fixable_report()
+    plain = ReportView(r)
+    assert not plain._fix_buttons
+    calls = []
+
+    def apply_fix(finding, done):
+        calls.append(finding.rule)
+        done(finding.rule == "TM902", "" if finding.rule == "TM902" else "The cell changed")
+        return True
+
+    view = ReportView(r, apply_fix=apply_fix)
+    rules = sorted({f.rule for f in r.findings if f.fix is not None})
+    assert len(view._fix_buttons) == len(rules) >= 2
+    by_rule = dict(zip([f.rule for f in r.sorted_findings() if f.fix is not None], view._fix_buttons))
+    by_rule["TM902"].click()
+    assert by_rule["TM902"].description == "Applied" and by_rule["TM902"].disabled
+    by_rule["TM402"].click()
+    assert by_rule["TM402"].description == "Not applied"
+    assert calls == ["TM902", "TM402"]
+
+
+def test_a_report_saved_in_the_notebook_does_not_repeat_the_cells_source():
+    from torchmagic.views.html import REPORT_MIMETYPE, mimebundle
+
+    r = fixable_report()
+    assert "code" not in mimebundle(r)[REPORT_MIMETYPE]
+    assert r.to_dict()["code"] == r.code  # the sidebar gets it

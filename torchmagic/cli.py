@@ -77,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--select", default="", help="rule IDs or prefixes, comma-separated (TM3,TM101)")
     c.add_argument("--ignore", default="", help="rule IDs or prefixes to skip, comma-separated")
     c.add_argument("--jobs", "-j", type=int, default=0, help="worker processes (0: automatic)")
+    c.add_argument("--fix", action="store_true", help="apply the safe fixes to the files in place")
+    c.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        help="with --fix or --diff, also the fixes that may change behaviour",
+    )
+    c.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; change nothing")
     e = sub.add_parser("explain", help="show a rule's documentation")
     e.add_argument("rule", metavar="RULE")
     r = sub.add_parser("rules", help="list every rule")
@@ -105,6 +112,10 @@ def _check(args: argparse.Namespace) -> int:
             missing += 1
             continue
         files.extend(_discover(path))
+    fixing = args.fix or args.diff
+    fixed = 0
+    if fixing:
+        fixed, problems = _fix(files, select, ignore, args.unsafe_fixes, write=not args.diff)
     with _progress(len(files)) as advance:
         results = _run(files, select, ignore, args.jobs, advance)
     found: list[dict[str, Any]] = []
@@ -113,7 +124,9 @@ def _check(args: argparse.Namespace) -> int:
             problems += 1
             print(message, file=sys.stderr)
         found.extend(findings)
-    if args.format == "json":
+    if args.diff:
+        pass  # the diff is the output
+    elif args.format == "json":
         json.dump(found, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
@@ -122,7 +135,16 @@ def _check(args: argparse.Namespace) -> int:
         ]
         if out:
             sys.stdout.write("\n".join(out) + "\n")
-    print(_summary(len(files), found, problems + missing, time.perf_counter() - started), file=sys.stderr)
+    summary = _summary(
+        len(files),
+        found,
+        problems + missing,
+        time.perf_counter() - started,
+        fixed=fixed if fixing else None,
+        would=args.diff,
+        unsafe=args.unsafe_fixes,
+    )
+    print(summary, file=sys.stderr)
     if missing:
         return EXIT_USAGE  # the command named paths that do not exist: everything else was checked
     if found or problems:
@@ -130,19 +152,96 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
-def _summary(files: int, found: list[dict[str, Any]], problems: int, seconds: float) -> str:
-    """`torchmagic: 12 files · 5 findings (1 error, 3 warnings, 1 info) · 1 unreadable · 0.31 s`."""
+def _fix(
+    files: list[str], select: list[str], ignore: list[str], unsafe: bool, *, write: bool
+) -> tuple[int, int]:
+    """Fix each file (or print the diff of the fixes when not `write`): (fixes, problems)."""
+    from .autofix import fix_file
+
+    fixes = problems = 0
+    for path in files:
+        try:
+            text = _read_text(path)
+            outcome = fix_file(path, text, select=select, ignore=ignore, unsafe=unsafe)
+        except InputError:
+            continue  # reported by the check that follows
+        except Exception as e:  # a bug in torchmagic leaves the file as it was
+            print(f"{path}: error: internal error while fixing ({type(e).__name__}: {e})", file=sys.stderr)
+            problems += 1
+            continue
+        for label, f in outcome.dropped:
+            print(
+                f"{label}:{f.line or 1}: note: the {f.rule} fix was not applied: the result did not parse",
+                file=sys.stderr,
+            )
+        for note in outcome.notes:
+            print(note, file=sys.stderr)
+        fixes += len(outcome.applied)
+        if outcome.text is None:
+            continue
+        if not write:
+            sys.stdout.write(outcome.diff)
+            continue
+        try:
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(outcome.text)
+        except OSError as e:
+            print(f"{path}: error: cannot write the fixes ({e.strerror or e})", file=sys.stderr)
+            problems += 1
+            fixes -= len(outcome.applied)
+    return fixes, problems
+
+
+def _read_text(path: str) -> str:
+    """The file's text as it is, a byte-order mark included (written back as it was read)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise InputError("not a regular file")
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as e:
+        raise InputError(f"cannot read file ({e.strerror or e})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"not valid UTF-8 (byte {e.start})") from None
+
+
+def _summary(
+    files: int,
+    found: list[dict[str, Any]],
+    problems: int,
+    seconds: float,
+    *,
+    fixed: int | None = None,
+    would: bool = False,
+    unsafe: bool = False,
+) -> str:
+    """`torchmagic: 12 files · 5 findings (1 error, 3 warnings, 1 info) · 2 fixable with --fix
+    · 1 could not be checked · 0.31 s`; with --fix, `3 fixes applied · 2 findings remaining`."""
     severities = Counter(f["severity"] for f in found)
     parts = [f"{files} file{'s' if files != 1 else ''}"]
+    if fixed is not None:
+        parts.append(f"{fixed} fix{'es' if fixed != 1 else ''} {'to apply' if would else 'applied'}")
+    remaining = " remaining" if fixed is not None and not would else ""
     if found:
         detail = ", ".join(
             f"{severities[s]} {s}{'s' if severities[s] != 1 and s != 'info' else ''}"
             for s in ("error", "warning", "info")
             if severities[s]
         )
-        parts.append(f"{len(found)} finding{'s' if len(found) != 1 else ''} ({detail})")
+        parts.append(f"{len(found)} finding{'s' if len(found) != 1 else ''}{remaining} ({detail})")
     else:
-        parts.append("no findings")
+        parts.append(f"no findings{remaining}")
+    applicability = Counter((f.get("fix") or {}).get("applicability") for f in found)
+    if fixed is None:
+        n = applicability["safe"] + (applicability["unsafe"] if unsafe else 0)
+        if n:
+            parts.append(
+                f"{n} fixable with --fix{' --unsafe-fixes' if unsafe and applicability['unsafe'] else ''}"
+            )
+    if applicability["unsafe"] and not unsafe and not would:
+        parts.append(f"{applicability['unsafe']} more with --unsafe-fixes")
     if problems:
         parts.append(f"{problems} could not be checked")
     parts.append(f"{seconds:.2f} s")
@@ -247,10 +346,13 @@ def lint_file(path: str, select: list[str] | None = None, ignore: list[str] | No
     # model moved to the GPU in cell 9 makes the `.item()` loop of cell 4 a GPU wait.
     # ... and a function compiled in cell 7 runs compiled in the cell that defines it.
     carry = Carry(notes=notebook_notes(u.code for u in units)) if path.endswith(".ipynb") else None
+    document = "\n".join(u.code for u in units) if carry is not None else None
     results = []
     for unit in units:
         try:
-            result = lint(unit.code, path=unit.label, select=select, ignore=ignore, carry=carry)
+            result = lint(
+                unit.code, path=unit.label, select=select, ignore=ignore, carry=carry, document=document
+            )
             carry = result.carry
         except Exception as e:  # a bug in torchmagic must not hide the other files' findings
             errors.append(f"{unit.label}: error: internal error ({type(e).__name__}: {e})")

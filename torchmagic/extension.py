@@ -25,6 +25,7 @@ from traitlets.config import Configurable
 from .pipeline import CellCheck
 from .report import Report
 from .run import DISPLAYS, CheckOptions
+from .views.pending_clear import PendingClear
 
 MAGIC = "torchcheck"
 _PREFIX = f"%%{MAGIC}"
@@ -255,6 +256,7 @@ class TorchMagic:
         self.config = TorchCheck(parent=shell)
         self.check = CellCheck()
         self.last: Report | None = None
+        self._clears = PendingClear()
         self.channel: Any = None
         self.magics = TorchCheckMagics(shell, self)
 
@@ -279,6 +281,7 @@ class TorchMagic:
     def unregister(self) -> None:
         sh = self.shell
         self.check.abort()
+        self._clears.stop()
         for name, cb in (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell)):
             try:
                 sh.events.unregister(name, cb)
@@ -349,16 +352,21 @@ class TorchMagic:
             known_files=(lambda: compiler._filename_map) if hasattr(compiler, "_filename_map") else None,
             problems=problems,
         )
+        self._clears.start(sh)
 
     def _end(self, execution_count: int | None) -> None:
         running = self.check.run
         opts = running.options if running is not None else self.config.options()
+        clear_pending = self._clears.stop()
         try:
             report = self.check.end(execution_count)
             if report is None:
                 return
             self.last = report
-            self._show(report, opts.display, opts.max_rows)
+            # a pending clear_output(wait=True) would let the report erase the cell's last
+            # output: then the report goes to the sidebar (and `%torchcheck` keeps it) only
+            if not clear_pending:
+                self._show(report, opts.display, opts.max_rows)
             if self.channel is not None:
                 try:
                     self.channel.send(report)
@@ -370,6 +378,13 @@ class TorchMagic:
             )
 
     # ---- display ---------------------------------------------------------------------------
+    def _fixer(self, report: Report) -> Any:
+        """What the widget's Apply fix buttons call, when a panel that can edit is attached."""
+        channel = self.channel
+        if channel is None or not channel.can_edit or not report.cell_id:
+            return None
+        return lambda finding, done: channel.apply_fix(report.cell_id, report.code, finding, done)
+
     def _show(self, report: Report, display: str, max_rows: int) -> None:
         if display == "none":
             return
@@ -393,7 +408,7 @@ class TorchMagic:
                 return
             from .views.widget import render_widget
 
-            ipy_display(render_widget(report, max_rows=max_rows))
+            ipy_display(render_widget(report, max_rows=max_rows, apply_fix=self._fixer(report)))
             return
         from .views.html import HTMLReport
 

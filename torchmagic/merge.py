@@ -45,6 +45,8 @@ def _combine(lead: Finding, other: Finding) -> Finding:
         col=lead.col if lead.col is not None else other.col,
         evidence=tuple(sorted(evidence, key=lambda e: _SOURCE_ORDER.get(e, 3))),
         notes=tuple(notes),
+        # a second static finding on the line is about another expression: its edit is not this one's
+        fix=lead.fix if lead.fix is not None or other.source == lead.source else other.fix,
     )
 
 

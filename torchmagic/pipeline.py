@@ -107,6 +107,7 @@ class CellCheck:
         t0 = time.perf_counter()
         opts = run.options
         report.cell_id = run.cell_id
+        report.code = run.raw_cell
         report.execution_count = execution_count if execution_count is not None else run.execution_count
         for c in self.collectors:
             try:

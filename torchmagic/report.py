@@ -54,6 +54,49 @@ def _first_changed(rows: list[Any], limit: int) -> list[Any]:
 
 
 @dataclass(frozen=True)
+class Edit:
+    """Replace the text from (line, col) to (end_line, end_col) with `text`. Lines are 1-based
+    as the editor shows them (a `%%torchcheck` first line is line 1), columns 0-based
+    characters (not bytes) within the line."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "col": self.col,
+            "end_line": self.end_line,
+            "end_col": self.end_col,
+            "text": self.text,
+        }
+
+
+Applicability = Literal["safe", "unsafe"]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """Text edits that resolve a finding. `safe`: the program computes the same thing (applied
+    by `torchmagic check --fix`); `unsafe`: likely right, but it changes behaviour in some
+    cases (applied only with `--unsafe-fixes`, otherwise shown as a suggestion)."""
+
+    title: str
+    edits: tuple[Edit, ...]
+    applicability: Applicability = "safe"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "applicability": self.applicability,
+            "edits": [e.to_dict() for e in self.edits],
+        }
+
+
+@dataclass(frozen=True)
 class Finding:
     """One problem: a rule that fired at a cell line or on a live object."""
 
@@ -70,11 +113,13 @@ class Finding:
     # confirmation has both), and the sentences the other evidence added
     evidence: tuple[Evidence, ...] = ()
     notes: tuple[str, ...] = ()
+    fix: Fix | None = None  # edits that resolve it, when one is clearly right
 
     def to_dict(self) -> dict[str, Any]:
         d = record_dict(self)
         d["evidence"] = list(self.evidence or (self.source,))
         d["notes"] = list(self.notes)
+        d["fix"] = self.fix.to_dict() if self.fix is not None else None
         return d
 
 
@@ -211,6 +256,9 @@ class Report:
     errors: list[str] = field(default_factory=list)
     check_s: float = 0.0
     finished: float = 0.0  # wall-clock time the report was completed (for "most recent")
+    # the cell's source as it was checked: what finding lines and fix edits refer to (a
+    # frontend applies a fix only while the cell still reads exactly this)
+    code: str = ""
 
     def sorted_findings(self) -> list[Finding]:
         return sorted(
@@ -274,6 +322,7 @@ class Report:
             "compile": [c.to_dict() for c in self.compile],
             "memory_by_device": self.memory_by_device(),
             "errors": list(self.errors),
+            "code": self.code,
         }
         if truncated:
             out["truncated"] = truncated

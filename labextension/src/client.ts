@@ -17,7 +17,10 @@ import type { Kernel, KernelMessage as KM } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { indexCatalog } from './ruledoc';
-import { ConnectionState, ICheckedCell, IReport, IRuleDoc, KernelMessage } from './types';
+import { CAPABILITIES, ConnectionState, ICheckedCell, IFix, IFixOutcome, IFixResultMessage, IReport, IRuleDoc, KernelMessage } from './types';
+
+/** Applies a fix to a cell of this client's notebook (set where the notebook is known). */
+export type FixApplier = (cellId: string, code: string | null | undefined, fix: IFix) => IFixOutcome;
 
 export const COMM_TARGET = 'torchmagic';
 
@@ -25,8 +28,9 @@ export const COMM_TARGET = 'torchmagic';
 export const HISTORY_SIZE = 20;
 
 export class ReportClient {
-  constructor(session: ISessionContext, options: { historySize?: number } = {}) {
+  constructor(session: ISessionContext, options: { historySize?: number; applyFix?: FixApplier | null } = {}) {
     this._session = session;
+    this._applyFix = options.applyFix ?? null;
     this._historySize = clampHistory(options.historySize ?? HISTORY_SIZE);
     session.kernelChanged.connect(this._onKernelChanged, this);
     session.disposed.connect(this.dispose, this);
@@ -109,12 +113,26 @@ export class ReportClient {
     Signal.clearData(this);
   }
 
-  /** Handle one message from the kernel; public for tests. */
-  handleMessage(data: unknown): void {
+  /** Apply a fix to a cell of this notebook; null when this client cannot edit. */
+  applyFix(cellId: string, code: string | null | undefined, fix: IFix): IFixOutcome | null {
+    return this._applyFix ? this._applyFix(cellId, code, fix) : null;
+  }
+
+  /** What this panel announces it can do (editing cells needs a notebook to apply fixes to). */
+  get capabilities(): string[] {
+    return this._applyFix ? [...CAPABILITIES] : [];
+  }
+
+  /** Handle one message from the kernel (arriving on `comm`); public for tests. */
+  handleMessage(data: unknown, comm: Kernel.IComm | null = null): void {
     if (!data || typeof data !== 'object') {
       return;
     }
     const msg = data as KernelMessage;
+    if (msg.type === 'apply-fix') {
+      this._onApplyFix(msg, comm);
+      return;
+    }
     if (msg.type === 'hello') {
       this._unloaded = false;
       // Only a kernel that sends a catalog changes it: a hello without one keeps the rule docs.
@@ -142,6 +160,30 @@ export class ReportClient {
     } else if (msg.type === 'closed') {
       this._unloaded = true;
       this._setState('not-loaded');
+    }
+  }
+
+  /** The widget under a cell asked for its fix: apply it here and tell the kernel how it went. */
+  private _onApplyFix(msg: { id?: unknown; cell_id?: unknown; code?: unknown; fix?: unknown }, comm: Kernel.IComm | null): void {
+    let outcome: IFixOutcome;
+    if (!this._applyFix) {
+      outcome = { ok: false, reason: 'This panel cannot edit the notebook.' };
+    } else if (typeof msg.cell_id !== 'string' || !msg.fix || typeof msg.fix !== 'object') {
+      outcome = { ok: false, reason: 'The request names no cell or fix.' };
+    } else {
+      try {
+        outcome = this._applyFix(msg.cell_id, typeof msg.code === 'string' ? msg.code : null, msg.fix as IFix);
+      } catch (err) {
+        outcome = { ok: false, reason: `The notebook refused the edit (${err}).` };
+      }
+    }
+    if (comm && !comm.isDisposed && typeof msg.id === 'string') {
+      const reply: IFixResultMessage = { type: 'fix-result', id: msg.id, ok: outcome.ok, reason: outcome.reason };
+      try {
+        comm.send(reply as any);
+      } catch {
+        // the kernel went away meanwhile
+      }
     }
   }
 
@@ -245,7 +287,15 @@ export class ReportClient {
 
   private _onCommOpen = (comm: Kernel.IComm, msg: KM.ICommOpenMsg): void => {
     this._adopt(comm);
-    this.handleMessage(msg.content.data);
+    const capabilities = this.capabilities;
+    if (capabilities.length) {
+      try {
+        comm.send({ type: 'capabilities', capabilities } as any);
+      } catch (err) {
+        console.warn('torchmagic: cannot announce what the panel can do', err);
+      }
+    }
+    this.handleMessage(msg.content.data, comm);
   };
 
   /** Open a comm to the kernel's `torchmagic` target: it answers with its recent reports. */
@@ -266,7 +316,7 @@ export class ReportClient {
       const comm = kernel.createComm(COMM_TARGET);
       this._probeComm = comm;
       this._adopt(comm);
-      comm.open({ type: 'request' });
+      comm.open({ type: 'request', capabilities: this.capabilities } as any);
     } catch (err) {
       console.warn('torchmagic: cannot open a comm', err);
     }
@@ -274,7 +324,7 @@ export class ReportClient {
 
   private _adopt(comm: Kernel.IComm): void {
     this._comms.add(comm);
-    comm.onMsg = (msg: KM.ICommMsgMsg) => this.handleMessage(msg.content.data);
+    comm.onMsg = (msg: KM.ICommMsgMsg) => this.handleMessage(msg.content.data, comm);
     comm.onClose = () => {
       this._comms.delete(comm);
       if (this._probeComm === comm) {
@@ -317,6 +367,7 @@ export class ReportClient {
   }
 
   private _session: ISessionContext;
+  private _applyFix: FixApplier | null;
   private _kernel: Kernel.IKernelConnection | null = null;
   private _comms = new Set<Kernel.IComm>();
   private _probeComm: Kernel.IComm | null = null;

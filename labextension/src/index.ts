@@ -10,6 +10,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { HISTORY_SIZE, ReportClient } from './client';
+import { applyFixToCell } from './fixes';
 import { torchmagicIcon } from './icon';
 import { revealCell } from './navigate';
 import { PAGE_SIZE, PANEL_ID, TorchmagicPanel } from './panel';
@@ -36,7 +37,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const clientFor = (notebook: NotebookPanel): ReportClient => {
       let client = clients.get(notebook);
       if (!client || client.isDisposed) {
-        client = new ReportClient(notebook.sessionContext, { historySize: config.history });
+        client = new ReportClient(notebook.sessionContext, {
+          historySize: config.history,
+          // Apply fix edits this notebook's cells (from the panel, or the widget under a cell)
+          applyFix: (cellId, code, fix) => applyFixToCell(notebook, cellId, code, fix)
+        });
         clients.set(notebook, client);
         notebook.disposed.connect(() => {
           clients.get(notebook)?.dispose();

@@ -11,7 +11,7 @@ import { Widget } from '@lumino/widgets';
 import { ReportClient } from './client';
 import { h, replaceChildren } from './dom';
 import { DataTable } from './tables';
-import { ICompileRecord, IModuleRecord, IRuleDoc, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
+import { ICompileRecord, IFix, IFixOutcome, IModuleRecord, IRuleDoc, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
 import {
   COMPILE_COLUMNS,
   MODULE_COLUMNS,
@@ -39,6 +39,8 @@ export interface PanelSource extends Pick<ReportClient, 'state' | 'cells' | 'lat
   /** The kernel's rule catalog (absent or empty: rule IDs are plain badges). */
   readonly catalog?: ReadonlyMap<string, IRuleDoc>;
   readonly changed: ISignal<unknown, void>;
+  /** Applies a fix to a cell of the notebook (absent: the panel shows no Apply fix button). */
+  applyFix?(cellId: string, code: string | null | undefined, fix: IFix): IFixOutcome | null;
 }
 
 interface ISection {
@@ -202,7 +204,16 @@ export class TorchmagicPanel extends Widget {
 
     this._content.hidden = !(attached && latest);
     const cells = attached ? source!.cells.slice() : [];
-    replaceChildren(this._findings.body, renderFindings(cells, this._reveal, { catalog: attached ? source!.catalog : null, expanded: this._expanded }));
+    const client = attached ? source! : null;
+    replaceChildren(
+      this._findings.body,
+      renderFindings(cells, this._reveal, {
+        catalog: client ? client.catalog : null,
+        expanded: this._expanded,
+        applyFix: client?.applyFix ? (cellId, code, fix) => client.applyFix!(cellId, code, fix) : null,
+        fixOutcomes: this._fixOutcomes
+      })
+    );
     const findingCount = cells.reduce((n, c) => n + (c.report.findings ?? []).length, 0);
     this._findings.count.textContent = String(findingCount);
 
@@ -294,6 +305,8 @@ export class TorchmagicPanel extends Widget {
   private _stale = false;
   /** Findings whose rule doc the user opened; kept across reports. */
   private _expanded = new Set<string>();
+  /** What each Apply fix click did; kept so a re-render does not offer the button again. */
+  private _fixOutcomes = new Map<string, IFixOutcome>();
   private _reveal: RevealHandler | null;
   private _status: HTMLDivElement;
   private _summary: HTMLDivElement;

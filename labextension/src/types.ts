@@ -21,6 +21,27 @@ export interface IFinding {
   evidence?: string[];
   /** Extra sentences from the other evidence, shown under the message. */
   notes?: string[];
+  /** Edits that resolve the finding (newer kernels; null when no edit is clearly right). */
+  fix?: IFix | null;
+}
+
+/** Replace the text from (line, col) to (end_line, end_col): lines 1-based as the cell shows
+ * them, columns 0-based characters. */
+export interface IEdit {
+  line: number;
+  col: number;
+  end_line: number;
+  end_col: number;
+  text: string;
+}
+
+/** 'safe': the program computes the same thing; 'unsafe': likely right, behaviour may change. */
+export type Applicability = 'safe' | 'unsafe';
+
+export interface IFix {
+  title: string;
+  edits: IEdit[];
+  applicability?: Applicability;
 }
 
 export interface ISyncRecord {
@@ -114,6 +135,8 @@ export interface IReport {
   compile?: ICompileRecord[];
   memory_by_device?: { [device: string]: number };
   errors?: string[];
+  /** The cell's source as it was checked: what finding lines and fix edits refer to. */
+  code?: string;
 }
 
 /** One rule of the catalog, as the kernel sends it in `hello` (newer kernels only). */
@@ -135,6 +158,8 @@ export interface IRuleDoc {
   not_flagged?: string;
   /** IDs of the rules this one takes precedence over on the same problem. */
   overrides?: string[];
+  /** What `torchmagic check --fix` (and Apply fix) changes, and whether it is safe. */
+  autofix?: string;
 }
 
 /** Messages the kernel side (`torchmagic/views/comm.py`) sends on the comm. */
@@ -159,7 +184,47 @@ export interface IClosedMessage {
   channel?: string;
 }
 
-export type KernelMessage = IHelloMessage | IReportMessage | IClosedMessage;
+/** The widget under a cell asks the panel to apply a fix (its Apply fix button was clicked). */
+export interface IApplyFixMessage {
+  type: 'apply-fix';
+  id: string;
+  cell_id: string;
+  /** The source the edits were computed against: applied only while the cell still reads it. */
+  code: string;
+  rule: string;
+  line?: number | null;
+  fix: IFix;
+}
+
+export type KernelMessage = IHelloMessage | IReportMessage | IClosedMessage | IApplyFixMessage;
+
+/** What the panel can do besides showing reports, announced to the kernel when it attaches. */
+export const CAPABILITIES = ['apply-fix'];
+
+/** Messages the panel sends to the kernel. */
+export interface IRequestMessage {
+  type: 'request';
+  capabilities?: string[];
+}
+
+export interface ICapabilitiesMessage {
+  type: 'capabilities';
+  capabilities: string[];
+}
+
+export interface IFixResultMessage {
+  type: 'fix-result';
+  id: string;
+  ok: boolean;
+  reason?: string;
+}
+
+/** The outcome of applying a fix to a cell. */
+export interface IFixOutcome {
+  ok: boolean;
+  /** Why not, in a sentence the user can act on (empty when applied). */
+  reason: string;
+}
 
 /** What the panel shows for one notebook's kernel. */
 export type ConnectionState =

@@ -8,7 +8,19 @@ import { h, withCode } from './dom';
 import { hasDoc, renderRuleDoc } from './ruledoc';
 import { formatBytes, formatCount, formatSeconds, formatShape, formatShapes, plural } from './format';
 import { IColumn } from './tables';
-import { ICheckedCell, ICompileRecord, IFinding, IModuleRecord, IReport, IRuleDoc, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
+import {
+  ICheckedCell,
+  ICompileRecord,
+  IFinding,
+  IFix,
+  IFixOutcome,
+  IModuleRecord,
+  IReport,
+  IRuleDoc,
+  IShapeRecord,
+  ISyncRecord,
+  ITensorRecord
+} from './types';
 
 const SEVERITIES = ['error', 'warning', 'info'];
 
@@ -108,6 +120,15 @@ export interface IFindingsOptions {
    * doc stays open when the next report re-renders the list; toggling updates it.
    */
   expanded?: Set<string> | null;
+  /** Applies a finding's fix to its cell; without it (no notebook to edit) there is no button. */
+  applyFix?: ((cellId: string, code: string | null | undefined, fix: IFix) => IFixOutcome | null) | null;
+  /** Outcomes of Apply fix clicks by `fixKey`, kept by the panel across re-renders. */
+  fixOutcomes?: Map<string, IFixOutcome> | null;
+}
+
+/** Identifies one Apply fix click: the finding in one run of its cell. */
+export function fixKey(finding: IFinding, cellId: string | null, executionCount: number | null): string {
+  return `${findingKey(finding, cellId)}@${executionCount ?? ''}`;
 }
 
 /**
@@ -143,7 +164,9 @@ export function renderFindings(cells: ICheckedCell[], onReveal: RevealHandler | 
     );
     const list = h('ul', { className: 'tm-FindingList' });
     for (const finding of findings) {
-      list.appendChild(h('li', {}, renderFinding(finding, cell.cellId ?? null, onReveal, options)));
+      list.appendChild(
+        h('li', {}, renderFinding(finding, cell.cellId ?? null, onReveal, options, { code: cell.report.code, executionCount: cell.executionCount }))
+      );
     }
     group.appendChild(list);
     node.appendChild(group);
@@ -194,7 +217,8 @@ export function renderFinding(
   finding: IFinding,
   cellId: string | null,
   onReveal: RevealHandler | null,
-  options: IFindingsOptions = {}
+  options: IFindingsOptions = {},
+  run: { code?: string | null; executionCount?: number | null } = {}
 ): HTMLElement {
   const severity = severityOf(finding);
   const where =
@@ -279,6 +303,10 @@ export function renderFinding(
   if (finding.hint) {
     node.appendChild(h('div', { className: 'tm-Finding-hint' }, ...withCode(finding.hint)));
   }
+  const fixNode = renderFix(finding, cellId, onReveal, options, run);
+  if (fixNode) {
+    node.appendChild(fixNode);
+  }
   if (docNode) {
     node.appendChild(docNode);
   }
@@ -295,6 +323,71 @@ export function renderFinding(
 }
 
 let docCounter = 0;
+
+/** True for a fix object with at least one edit (older kernels send none, `null` means none). */
+export function hasFix(fix: IFix | null | undefined): fix is IFix {
+  return !!fix && typeof fix === 'object' && Array.isArray(fix.edits) && fix.edits.length > 0;
+}
+
+/**
+ * The fix of a finding: its title, a warning when the edit may change behaviour, and an
+ * Apply fix button where the panel can edit the cell (it edits the source; the cell is not run).
+ */
+function renderFix(
+  finding: IFinding,
+  cellId: string | null,
+  onReveal: RevealHandler | null,
+  options: IFindingsOptions,
+  run: { code?: string | null; executionCount?: number | null }
+): HTMLElement | null {
+  const fix = finding.fix;
+  if (!hasFix(fix)) {
+    return null;
+  }
+  const unsafe = fix.applicability === 'unsafe';
+  const node = h(
+    'div',
+    { className: 'tm-Finding-fix', 'data-applicability': unsafe ? 'unsafe' : 'safe' },
+    h('span', { className: 'tm-Finding-fixTitle' }, 'Fix: ', ...withCode(fix.title ?? '')),
+    unsafe ? h('span', { className: 'tm-Finding-unsafe', title: 'This edit may change what the code computes: read it before you run the cell' }, 'may change behaviour') : null
+  );
+  const applyFix = options.applyFix;
+  if (!cellId || !applyFix) {
+    return node;
+  }
+  const key = fixKey(finding, cellId, run.executionCount ?? null);
+  const done = options.fixOutcomes?.get(key);
+  const status = (outcome: IFixOutcome) =>
+    h(
+      'span',
+      { className: `tm-Finding-fixStatus ${outcome.ok ? 'tm-mod-applied' : 'tm-mod-refused'}`, role: 'status' },
+      outcome.ok ? 'Applied — run the cell to check it again.' : outcome.reason
+    );
+  if (done) {
+    node.appendChild(status(done));
+    return node;
+  }
+  const button = h(
+    'button',
+    {
+      className: 'tm-Finding-apply jp-mod-styled',
+      type: 'button',
+      title: `${fix.title} (edits the cell; it is not run)${unsafe ? ' — this edit may change behaviour' : ''}`
+    },
+    'Apply fix'
+  );
+  button.addEventListener('click', event => {
+    event.stopPropagation(); // applying is not a request to jump to the cell
+    const outcome = applyFix(cellId, run.code, fix) ?? { ok: false, reason: 'This panel cannot edit the notebook.' };
+    options.fixOutcomes?.set(key, outcome);
+    button.replaceWith(status(outcome));
+    if (outcome.ok && onReveal) {
+      onReveal(cellId, finding); // show the edited cell
+    }
+  });
+  node.appendChild(button);
+  return node;
+}
 
 /** "cpu 48 B · cuda:0 1.2 MiB" with the number of tensors, above the tensor table. */
 export function renderMemoryTotals(report: IReport): HTMLElement {

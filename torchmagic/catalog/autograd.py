@@ -58,6 +58,12 @@ RULES = [
             files using `torch.distributed.rpc`, where the forward may run remotely and the local
             grad mode does not govern it
             """,
+        autofix="""
+            Unsafe. Replaces `torch.no_grad()` with `torch.inference_mode()`. Unsafe because a
+            tensor made under inference mode can never be saved for backward or updated in place outside
+            it; the rule already stays silent where it sees that happen, but code elsewhere may still do
+            it.
+            """,
     ),
     Rule(
         "TM403",
@@ -107,6 +113,14 @@ RULES = [
             (same shape, dtype and device), unconditionally only when the new value is built from
             `p` by elementwise operations
             """,
+        autofix="""
+            Safe: `nn.init.*_(w.data)` becomes `nn.init.*_(w)` (init writes under `no_grad` into
+            the same storage either way). Unsafe: `loss.data[0]` becomes `loss.item()` (the tensor is taken
+            for 0-dim from what it holds; one with elements indexed fine and would now raise), and a read
+            `x.data` becomes `x.detach()`, which shares the version counter, so an in-place write to the
+            result now makes a later backward fail loudly instead of computing with changed values. Writes
+            through `.data` need restructuring under `no_grad` and get no edit.
+            """,
     ),
     Rule(
         "TM404",
@@ -120,6 +134,14 @@ RULES = [
             """,
         example="x = Variable(torch.randn(3), requires_grad=True)",
         fix="x = torch.randn(3, requires_grad=True)",
+        autofix="""
+            Safe. `Variable(x)` becomes `x.detach()` — exactly what the wrapper still does: a
+            tensor that shares `x`'s storage and carries no graph. `Variable(x, requires_grad=True)`
+            becomes `x.detach().requires_grad_()`; `volatile=` has no effect any more and is dropped. When
+            `x` is a fresh factory call (`torch.randn(3)`, `torch.tensor(data)`, `torch.from_numpy(a)`),
+            detaching would change nothing and the wrapper simply goes; not for the legacy `torch.Tensor(t)`
+            constructors, which alias a tensor argument with its graph.
+            """,
     ),
     Rule(
         "TM405",
@@ -137,6 +159,10 @@ RULES = [
         example="preds = model(x).cpu().numpy()",
         fix="preds = model(x).detach().cpu().numpy()",
         not_flagged="chains that contain `.detach()` or run under `no_grad`/`inference_mode`",
+        autofix="""
+            Safe. Inserts `.detach()` right before `.numpy()`: on a tensor without gradients it
+            changes nothing, on one with gradients the line raised.
+            """,
     ),
     Rule(
         "TM406",

@@ -43,6 +43,11 @@ RULES = [
         example="nn.init.xavier_uniform(layer.weight)",
         fix="nn.init.xavier_uniform_(layer.weight)",
         not_flagged="the underscore versions",
+        autofix="""
+            Safe. `nn.init.xavier_uniform(w)` becomes `nn.init.xavier_uniform_(w)`: the
+            deprecated alias only calls the underscore version. No fix when the alias was imported by name
+            (the new name would need an import).
+            """,
     ),
     Rule(
         "TM903",
@@ -61,6 +66,12 @@ RULES = [
         fix="""
             for p in backbone.parameters():
                 p.requires_grad = False        # or backbone.requires_grad_(False)
+            """,
+        autofix="""
+            Unsafe. `p.require_grad = False` becomes `p.requires_grad = False`. The line then does what
+            it was written to do, which changes what the program computes (the point), and can make it
+            raise where it ran: an in-place write into a tensor that now requires grad, or `requires_grad`
+            set on a non-leaf or an integer tensor.
             """,
     ),
     Rule(
@@ -87,5 +98,13 @@ RULES = [
             loss = nn.BCEWithLogitsLoss()(logits, y)
             """,
         not_flagged="`nll_loss(log_softmax(x))`, which is correct",
+        autofix="""
+            Unsafe. Where the normaliser is written inside the loss call, `F.cross_entropy(F.softmax(z, 1), y)`
+            becomes `F.cross_entropy(z, y)`; into `nll_loss`, `softmax` becomes `log_softmax`; into
+            `F.binary_cross_entropy(torch.sigmoid(z), y)`, the call becomes
+            `F.binary_cross_entropy_with_logits(z, y)`. Unsafe because the loss values change (to the right
+            ones). Through a name (`probs = softmax(...)`) there is no edit: the probabilities may be used
+            elsewhere.
+            """,
     ),
 ]

@@ -30,5 +30,9 @@ RULES = [
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             """,
         not_flagged="loaders whose batches stay on the CPU; loaders built with `**kwargs` (the options are not visible)",
+        autofix="""
+            Unsafe. Adds `pin_memory=True` to the `DataLoader(...)` call (or turns `False` into
+            `True`): the same batches, but page-locked host memory is scarcer than pageable memory.
+            """,
     ),
 ]

@@ -80,6 +80,13 @@ RULES = [
             scope that saved it (it goes back onto the device it came from). Checkpoints written by code that trains on a
             GPU, and files from elsewhere, are flagged
             """,
+        autofix="""
+            Unsafe. Adds `map_location=device` when the code has a `device` name there (a module-level
+            one counts for a load inside a function), otherwise `map_location="cpu"` when the code uses no
+            accelerator at all (from there `.to(device)` still works). Code that uses the GPU without a
+            `device` name gets no edit: the CPU would leave the loaded model away from its CUDA inputs.
+            Unsafe because the tensors land on a different device than before, which is the point.
+            """,
     ),
     Rule(
         "TM204",

@@ -50,6 +50,11 @@ RULES = [
             # a per-row index tensor k is a real gather: x[torch.arange(len(x)), k] is right
             """,
         not_flagged="`k` a per-row index tensor/list (that is a gather, and `x[:, k]` would be wrong)",
+        autofix="""
+            Unsafe. `x[torch.arange(len(x)), c]` becomes `x[:, c]`: the same values, but a
+            slice is a view where the gather made a copy, so an in-place write to the result now reaches
+            `x`.
+            """,
     ),
     Rule(
         "TM703",
@@ -67,5 +72,11 @@ RULES = [
         example="y = x.transpose(1, 2).view(b, -1)",
         fix="y = x.transpose(1, 2).reshape(b, -1)    # or .contiguous().view(b, -1)",
         not_flagged="`.contiguous()` in between; `.view` on other results",
+        autofix="""
+            Safe. `.view(...)` becomes `.reshape(...)` where the arguments can only be sizes
+            (several of them, a tuple, or a size expression): wherever `view` succeeds, `reshape` returns
+            the same view; where it raised, `reshape` copies. No edit for `view(size=...)` (reshape spells
+            it `shape=`) or a single name that might hold a dtype.
+            """,
     ),
 ]

@@ -33,6 +33,13 @@ RULES = [
             classes (a vocabulary), parameters of generic helpers (`save(obj, path)`, `model_state`),
             and a parameter the file passes a state dict for (`save_model(model.state_dict(), p)`)
             """,
+        autofix="""
+            Unsafe. `torch.save(model, f)` becomes `torch.save(model.state_dict(), f)` (and a
+            module stored in a checkpoint dict written in the call, `{"model": model}`, becomes
+            `model.state_dict()`). Unsafe because the code that loads the file must change with it: build
+            the model, then `load_state_dict`. No edit where the same file or notebook loads whole models
+            back (`torch.load` without any `load_state_dict`): the edit alone would break it.
+            """,
     ),
     Rule(
         "TM602",
@@ -50,6 +57,10 @@ RULES = [
         fix="""
             ckpt = torch.load("ckpt.pt", map_location=device)   # weights_only=True is the default
             # save state dicts, not modules, so that weights_only loading works
+            """,
+        autofix="""
+            Unsafe. Drops `weights_only=False`: a file that pickles more than tensors and plain
+            containers no longer loads, which is the protection.
             """,
     ),
 ]

@@ -6,7 +6,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from ..report import Evidence, Finding, Severity
+from ..report import Evidence, Finding, Fix, Severity
 
 EVIDENCE_KINDS: tuple[Evidence, ...] = ("static", "live", "runtime")
 
@@ -32,9 +32,11 @@ class Rule:
     fix: str = ""
     not_flagged: str = ""
     overrides: tuple[str, ...] = ()
+    # what the fix edits do and why they are safe or unsafe (empty: no edit is offered)
+    autofix: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("what", "why", "example", "fix", "not_flagged"):
+        for name in ("what", "why", "example", "fix", "not_flagged", "autofix"):
             object.__setattr__(self, name, inspect.cleandoc(getattr(self, name)))
         unknown = set(self.evidence) - set(EVIDENCE_KINDS)
         if unknown or not self.evidence:
@@ -51,6 +53,7 @@ class Rule:
         source: Evidence | None = None,
         severity: Severity | None = None,
         notes: tuple[str, ...] = (),
+        fix: Fix | None = None,
     ) -> Finding:
         """A Finding of this rule, named and graded from its declaration."""
         src = source or self.evidence[0]
@@ -66,6 +69,7 @@ class Rule:
             source=src,
             evidence=(src,),
             notes=notes,
+            fix=fix,
         )
 
     @property
@@ -85,6 +89,8 @@ class Rule:
         ]
         if self.not_flagged:
             parts.append(f"## Not flagged\n{self.not_flagged}")
+        if self.autofix:
+            parts.append(f"## Fix applied by `torchmagic check --fix`\n{self.autofix}")
         return "\n\n".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,4 +105,5 @@ class Rule:
             "fix": self.fix,
             "not_flagged": self.not_flagged,
             "overrides": list(self.overrides),
+            "autofix": self.autofix,
         }

@@ -29,6 +29,13 @@ RULES = [
             factories with a `device=` argument; `*_like` and `x.new_*`; code outside `forward`/methods it calls
             """,
         overrides=("TM102",),
+        autofix="""
+            Unsafe. Adds `device=x.device` to the factory call, where `x` is a tensor whose shape
+            the call already reads (`torch.zeros(x.size(0), 4)`) or the forward's input when it is named
+            like one. Unsafe because the tensor moves, which is the point, and code that relied on a CPU
+            tensor there changes. Not `x.new_zeros(...)`, which would also take `x`'s dtype. No fix for
+            `torch.normal` (no `device=` with tensor arguments) or when no input tensor is in sight.
+            """,
     ),
     Rule(
         "TM102",
@@ -141,7 +148,24 @@ RULES = [
         not_flagged="""
             `nn.ModuleList([...])`, `nn.Sequential(*layers)`, lists of ints/strings/shapes; lists that only keep an order
             over layers registered another way: `self.<attr>` aliases, or layers the same method registers with
-            `setattr(self, name, layer)`, `self.add_module(name, layer)` or `self.<attr> = layer`
+            `setattr(self, name, layer)`, `self.add_module(name, layer)` or `self.<attr> = layer`; a list the class
+            itself hands to a container (`nn.Sequential(*self.layers)`, `nn.ModuleList(self.parts)`) or registers
+            item by item in a loop over it (`self.add_module(f"head{i}", head)`)
+            """,
+        autofix="""
+            Safe. Wraps a list, tuple or comprehension of modules in `nn.ModuleList(...)`, a dict
+            display with plain string keys in `nn.ModuleDict(...)`, and turns `self.x = []` filled by
+            `.append`/`.insert`/`.extend` of modules into `self.x = nn.ModuleList()`, spelled with the
+            source's own `nn` import. Offered only where the forward pass computes the same thing: the
+            assignment comes after `super().__init__()` (an nn container before it raises), every item is
+            a module, and nothing uses the attribute in a way the container does not support — in the
+            class (iteration, indexing, `len`, `append`/`extend`/`insert`/`pop`, `items`/`keys`/`values`
+            only; no `isinstance`, arithmetic or second assignment) or elsewhere in the file or notebook
+            (`model.layers.sort()`, `model.layers + extra`, a reassignment). The layers then appear in
+            `.parameters()` and `state_dict()`, which is the fix; a checkpoint saved before has fewer keys.
+            Unsafe: a list of Parameters into `nn.ParameterList` (no list for `torch.stack`), and a dict
+            comprehension into `nn.ModuleDict` (keys known only at run time). Keys that would clash with the
+            container's own attributes get no fix.
             """,
     ),
     Rule(

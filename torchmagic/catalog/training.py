@@ -73,6 +73,11 @@ RULES = [
         example="scheduler.step(epoch)",
         fix="scheduler.step()",
         not_flagged="`ReduceLROnPlateau.step(metric)`",
+        autofix="""
+            Unsafe. Drops the argument: `scheduler.step(epoch)` becomes `scheduler.step()`. The
+            schedule then counts its own calls, which differs where the epoch argument skipped or repeated
+            values.
+            """,
     ),
     Rule(
         "TM504",
@@ -86,6 +91,10 @@ RULES = [
             """,
         example="print(scheduler.get_lr())",
         fix="print(scheduler.get_last_lr())",
+        autofix="""
+            Unsafe. `scheduler.get_lr()` becomes `scheduler.get_last_lr()`: the value read
+            changes, to the rate the optimizer is actually using.
+            """,
     ),
     Rule(
         "TM505",

@@ -8,7 +8,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..report import Finding
+from ..report import Finding, Fix
+from .fixes import EditMaker
 from .kinds import (
     DATASET,
     DEFAULT_IMPORTS,
@@ -148,6 +149,9 @@ class Context:
         accelerator_hint: bool = False,
     ) -> None:
         self.lines = lines
+        # the whole file or notebook this source is part of (set by the CLI for notebooks):
+        # fixes read it for other uses of what they change
+        self._document: str | None = None
         self.namespace = namespace
         # the namespace holds what this very source bound when it ran (a checked cell, after it
         # ran): live values may answer for names the source binds too
@@ -158,7 +162,9 @@ class Context:
         self.accelerator_seen = False  # this source moves something to an accelerator
         self.default_device_set = False  # torch.set_default_device(...): factories may not be CPU
         self.gpu_findings: list[Finding] = []  # kept only where there is an accelerator path
+        self.edits = EditMaker(lines)  # builds a finding's fix from AST nodes
         self.imports: dict[str, str] = {}
+        self._kernel_modules: list[tuple[str, str]] | None = None  # for spelling()
         self.classes: dict[str, ClassInfo] = {}
         self.frames: list[Frame] = [Frame(None)]
         self.stack: list[ast.AST] = []
@@ -236,6 +242,7 @@ class Context:
         *,
         severity: str | None = None,
         needs_accelerator: bool = False,
+        fix: Fix | None = None,
     ) -> None:
         """Report `node`. `needs_accelerator`: the finding speaks of a GPU and the value's place is
         unknown; it is kept only when the code (file, notebook or kernel) has an accelerator path."""
@@ -248,7 +255,7 @@ class Context:
         stmt = self.statement()
         if stmt is not None and line is not None and stmt.lineno != line and stmt.end_lineno != stmt.lineno:
             line, col = stmt.lineno, stmt.col_offset
-        f = check.rule.finding(message, hint, line=line, col=col, severity=severity)  # type: ignore[arg-type]
+        f = check.rule.finding(message, hint, line=line, col=col, severity=severity, fix=fix)  # type: ignore[arg-type]
         (self.gpu_findings if needs_accelerator else self.findings).append(f)
 
     # ---- names --------------------------------------------------------------------------
@@ -273,6 +280,40 @@ class Context:
         if live is not None:
             return live
         return DEFAULT_IMPORTS.get(name)
+
+    @property
+    def document(self) -> str:
+        if self._document is None:
+            self._document = "\n".join(self.lines)
+        return self._document
+
+    def spelling(self, qualified: str) -> str | None:
+        """How this source can write `qualified` (`torch.nn.ModuleList` is `nn.ModuleList`
+        after `from torch import nn`), from its imports or the kernel's modules; None when it
+        has no name for it. Used by fixes, which must not introduce an undefined name."""
+        best: str | None = None
+        for local, target in self._import_names():
+            if qualified == target or qualified.startswith(target + "."):
+                candidate = local + qualified[len(target) :]
+                if best is None or len(candidate) < len(best):
+                    best = candidate
+        return best
+
+    def _import_names(self) -> list[tuple[str, str]]:
+        if self._kernel_modules is None:  # the kernel's torch modules, read once
+            self._kernel_modules = []
+            for name, obj in (self.namespace or {}).items():
+                if type(obj) is type(sys):
+                    mod_name = obj.__dict__.get("__name__")
+                    if isinstance(mod_name, str) and mod_name.split(".")[0] == "torch":
+                        self._kernel_modules.append((name, mod_name))
+        pairs = [(k, v) for k, v in self.imports.items() if not self._bound(k)]
+        pairs += [(k, v) for k, v in self._kernel_modules if k not in self.imports and not self._bound(k)]
+        return pairs
+
+    def defined(self, name: str) -> bool:
+        """The name has a value here: bound by this source (so far), imported, or in the kernel."""
+        return self._bound(name) or name in self.imports or bool(self.namespace and name in self.namespace)
 
     def _bound(self, name: str) -> bool:
         return any(name in f.names for f in (self.frame, self.frames[0]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import catalog
@@ -59,11 +59,13 @@ def lint(
     carry: Carry | None = None,
     post_run: bool = False,
     accelerator_hint: bool = False,
+    document: str | None = None,
 ) -> LintResult:
     """`check_source`, also telling which rules failed internally. `carry` is what earlier
     cells of the same notebook established (imports, classes, what names hold); `post_run`:
     `namespace` holds what this source bound when it ran (a checked cell, after it ran);
-    `accelerator_hint`: something outside this source already uses an accelerator."""
+    `accelerator_hint`: something outside this source already uses an accelerator;
+    `document`: the whole notebook the source is a cell of (fixes look there for other uses)."""
     prep = prepare(code)
     if not prep.is_python:
         return LintResult(carry=carry)
@@ -84,6 +86,8 @@ def lint(
         return LintResult([syntax_error(what, None, None)], carry=carry)
     checks = static_checks(select, ignore)
     ctx = Context(prep.lines, namespace, post_run=post_run, accelerator_hint=accelerator_hint)
+    if document is not None:
+        ctx._document = document
     if carry is not None:
         carry.into(ctx)
     try:
@@ -91,8 +95,11 @@ def lint(
     except RecursionError:
         return LintResult([syntax_error("expression nested too deeply to analyse", None, None)], carry=carry)
 
+    editable = _editable_lines(code, prep.python)
+
     def shown(findings: list[Finding]) -> list[Finding]:
-        return merge_findings(f for f in findings if not prep.suppressions.silenced(f.rule, f.line))
+        kept = (f for f in findings if not prep.suppressions.silenced(f.rule, f.line))
+        return merge_findings(_checked_fix(f, editable) for f in kept)
 
     return LintResult(
         shown([*broken, *ctx.findings]),
@@ -102,6 +109,31 @@ def lint(
         shown(ctx.gpu_findings),
         ctx.accelerator_seen or accelerator_hint or (carry is not None and carry.accelerator),
     )
+
+
+# Characters `str.splitlines` breaks lines at but Python's tokenizer does not: with one of
+# them in the source, AST line numbers and the lines fixes are written against could differ.
+_ODD_BREAKS = frozenset("\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _editable_lines(code: str, python: str) -> frozenset[int] | None:
+    """The lines (1-based) that parse exactly as written, where a fix's positions are the
+    user's positions; None when there are none to trust (odd line breaks, a lone CR)."""
+    if _ODD_BREAKS.intersection(code) or "\r" in code.replace("\r\n", ""):
+        return None
+    raw = code.replace("\r\n", "\n").split("\n")
+    return frozenset(i for i, (a, b) in enumerate(zip(raw, python.split("\n")), start=1) if a == b)
+
+
+def _checked_fix(f: Finding, editable: frozenset[int] | None) -> Finding:
+    """`f` without its fix when an edit touches a line the IPython rewrite changed."""
+    if f.fix is None:
+        return f
+    if editable is not None and all(
+        n in editable for e in f.fix.edits for n in range(e.line, e.end_line + 1)
+    ):
+        return f
+    return replace(f, fix=None)
 
 
 MAX_REPAIRS = 20

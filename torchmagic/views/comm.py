@@ -20,14 +20,20 @@ import logging
 import math
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
-from ..report import Report
+from ..report import Finding, Report
 
 TARGET = "torchmagic"
 
 # Reports the kernel keeps for a panel that attaches later, one per cell.
 HISTORY_SIZE = 20
+# What a panel can do besides showing reports, as it announces it when it attaches.
+APPLY_FIX = "apply-fix"
+# Fix requests waiting for a panel's answer (a click whose answer never comes is forgotten).
+MAX_PENDING = 64
+
 # Rows per list a message carries; the panel paginates, but a namespace with a million
 # tensors in a list must not become a 100 MB websocket frame.
 MAX_ROWS = 5000
@@ -83,6 +89,8 @@ class SidebarChannel:
         self._seq = 0
         self._comms: dict[str, Any] = {}
         self._history: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._capabilities: dict[str, set[str]] = {}  # comm id -> what that panel can do
+        self._pending: OrderedDict[str, Callable[[bool, str], None]] = OrderedDict()
         self._enabled = _in_kernel(shell)
         self._registered = False
         if not self._enabled:
@@ -123,6 +131,39 @@ class SidebarChannel:
         except Exception:
             log.debug("torchmagic: cannot send the report", exc_info=True)
 
+    @property
+    def can_edit(self) -> bool:
+        """A panel that can edit the notebook's cells is attached (JupyterLab, Notebook 7)."""
+        return self._enabled and any(APPLY_FIX in caps for caps in self._capabilities.values())
+
+    def apply_fix(
+        self, cell_id: str | None, code: str, finding: Finding, on_result: Callable[[bool, str], None]
+    ) -> bool:
+        """Ask the panels that can edit to apply `finding`'s fix to the cell; `on_result(ok,
+        reason)` runs when one answers. The message carries the edits and the source they were
+        computed against, never code to run. False when no panel can take it."""
+        if not self._enabled or finding.fix is None or not cell_id:
+            return False
+        targets = [c for cid, c in self._comms.items() if APPLY_FIX in self._capabilities.get(cid, ())]
+        if not targets:
+            return False
+        request = uuid.uuid4().hex
+        self._pending[request] = on_result
+        while len(self._pending) > MAX_PENDING:
+            self._pending.popitem(last=False)
+        msg = {
+            "type": APPLY_FIX,
+            "id": request,
+            "cell_id": cell_id,
+            "code": code,
+            "rule": finding.rule,
+            "line": finding.line,
+            "fix": finding.fix.to_dict(),
+        }
+        for c in targets:
+            self._send_on(c, msg)
+        return True
+
     def close(self) -> None:
         """Tell the panels torchmagic was unloaded, close the comms and the target."""
         if not self._enabled:
@@ -135,6 +176,8 @@ class SidebarChannel:
             except Exception:
                 log.debug("torchmagic: cannot close a comm", exc_info=True)
         self._comms.clear()
+        self._capabilities.clear()
+        self._pending.clear()
         self._history.clear()
         if self._registered:
             try:
@@ -159,11 +202,21 @@ class SidebarChannel:
             "catalog": [r.to_dict() for r in catalog.all_rules()],
         }
 
-    def _adopt(self, c: Any) -> None:
+    def _adopt(self, c: Any) -> str:
         comm_id = getattr(c, "comm_id", None) or uuid.uuid4().hex
         self._comms[comm_id] = c
         c.on_msg(self._on_msg)
-        c.on_close(lambda _msg, comm_id=comm_id: self._comms.pop(comm_id, None))
+        c.on_close(lambda _msg, comm_id=comm_id: self._forget(comm_id))
+        return comm_id
+
+    def _forget(self, comm_id: str) -> None:
+        self._comms.pop(comm_id, None)
+        self._capabilities.pop(comm_id, None)
+
+    def _note_capabilities(self, comm_id: str, data: dict[str, Any]) -> None:
+        caps = data.get("capabilities")
+        if isinstance(caps, list):
+            self._capabilities[comm_id] = {c for c in caps if isinstance(c, str)}
 
     def _on_open(self, c: Any, msg: dict[str, Any]) -> None:
         """A panel opened a comm to our target (page reload, new tab): answer with the history."""
@@ -171,7 +224,10 @@ class SidebarChannel:
             if not self._enabled:
                 c.close()
                 return
-            self._adopt(c)
+            comm_id = self._adopt(c)
+            data = msg.get("content", {}).get("data") or {}
+            if isinstance(data, dict):
+                self._note_capabilities(comm_id, data)
             self._replay(c)
         except Exception:
             log.debug("torchmagic: cannot answer a panel", exc_info=True)
@@ -180,8 +236,17 @@ class SidebarChannel:
         try:
             data = msg.get("content", {}).get("data") or {}
             comm_id = msg.get("content", {}).get("comm_id")
-            if data.get("type") == "request" and comm_id in self._comms:
+            if not isinstance(data, dict) or comm_id not in self._comms:
+                return
+            kind = data.get("type")
+            if kind in ("request", "capabilities"):
+                self._note_capabilities(comm_id, data)
+            if kind == "request":
                 self._replay(self._comms[comm_id])
+            elif kind == "fix-result":
+                callback = self._pending.pop(str(data.get("id")), None)
+                if callback is not None:
+                    callback(bool(data.get("ok")), str(data.get("reason") or ""))
         except Exception:
             log.debug("torchmagic: bad message from a panel", exc_info=True)
 

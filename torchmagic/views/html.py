@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from html import escape
 from typing import Any
 
+from ..lint.fixes import preview
 from ..report import CompileRecord, Finding, ModuleRecord, Report, ShapeRecord, SyncRecord, TensorRecord
 from .summary import human_bytes, human_seconds, summary_line
 
@@ -34,6 +35,10 @@ div.tm-report td.tm-nowrap{white-space:nowrap}
 .tm-report details{margin:2px 0}
 .tm-report summary{cursor:pointer;color:var(--jp-ui-font-color2,#555)}
 div.tm-report tr.tm-changed td{background:var(--jp-warn-color3,#fff8e1)}
+.tm-report pre.tm-diff{margin:2px 0;padding:2px 4px;font-family:var(--jp-code-font-family,monospace);
+ font-size:12px;background:var(--jp-layout-color2,#f5f5f5);white-space:pre-wrap}
+.tm-report .tm-del{color:var(--jp-error-color1,#b00020)}
+.tm-report .tm-add{color:var(--jp-success-color1,#1b5e20)}
 .tm-badge{font-size:11px;color:var(--jp-ui-font-color2,#666);border:1px solid var(--jp-border-color2,#ccc);
  border-radius:3px;padding:0 3px;margin-left:4px;white-space:nowrap}
 </style>"""
@@ -83,13 +88,32 @@ def evidence_badge(f: Finding) -> str:
     return f"<span class='tm-badge'>{escape(' + '.join(kinds))}</span>"
 
 
-def finding_message(f: Finding) -> str:
-    """The message, the notes the other evidence added, and the fix."""
+def finding_message(f: Finding, code: str = "") -> str:
+    """The message, the notes the other evidence added, the fix, and the edit that makes it
+    (as a diff of the cell's lines) when the finding carries one."""
     notes = "".join(f"<br><span class='tm-muted'>also: {inline_code(n)}</span>" for n in f.notes)
-    return f"{inline_code(f.message)}{notes}<br><span class='tm-muted'>fix: {inline_code(f.hint)}</span>"
+    text = f"{inline_code(f.message)}{notes}<br><span class='tm-muted'>fix: {inline_code(f.hint)}</span>"
+    return text + fix_diff(f, code)
 
 
-def findings_table(findings: Sequence[Finding], limit: int | None = MAX_ROWS) -> str:
+def fix_diff(f: Finding, code: str) -> str:
+    if f.fix is None or not code:
+        return ""
+    lines = preview(code, f.fix)
+    if not lines:
+        return ""
+    label = "edit" if f.fix.applicability == "safe" else "edit that may change behaviour"
+    rows = "".join(
+        f"<span class='tm-{'del' if ln.startswith('-') else 'add'}'>{escape(ln)}</span>\n" for ln in lines
+    )
+    return (
+        f"<div class='tm-fix' data-applicability='{escape(f.fix.applicability)}'>"
+        f"<span class='tm-muted'>{label}: {inline_code(f.fix.title)}</span>"
+        f"<pre class='tm-diff'>{rows}</pre></div>"
+    )
+
+
+def findings_table(findings: Sequence[Finding], limit: int | None = MAX_ROWS, code: str = "") -> str:
     if not findings:
         return empty("No findings.")
     rows = []
@@ -102,7 +126,7 @@ def findings_table(findings: Sequence[Finding], limit: int | None = MAX_ROWS) ->
             f"<td class='tm-nowrap'><b style='color:{colour}'>{escape(f.severity)}</b></td>"
             f"<td class='tm-nowrap'>{where}</td>"
             f"<td class='tm-nowrap'><b>{escape(f.rule)}</b> {escape(f.name)}{evidence_badge(f)}</td>"
-            f"<td>{finding_message(f)}</td>"
+            f"<td>{finding_message(f, code)}</td>"
             "</tr>"
         )
     return table(["severity", "where", "rule", "message and fix"], rows, len(findings))
@@ -248,7 +272,7 @@ def render_html(report: Report, *, sections: bool = True) -> str:
     summary = escape(summary_line(report))
     if findings:
         parts.append(f"<div class='tm-summary' style='color:{summary_colour(report)}'>{summary}</div>")
-        parts.append(findings_table(findings))
+        parts.append(findings_table(findings, code=report.code))
     else:
         parts.append(f"<div class='tm-muted'>{summary}</div>")
     for err in report.errors:
@@ -311,5 +335,11 @@ def mimebundle(report: Report, max_rows: int = 200) -> dict[str, Any]:
         "text/plain": render_text(report),
         "text/html": render_html(report),
         # capped: this copy is saved in the notebook file with the cell's outputs
-        REPORT_MIMETYPE: report.to_dict(max_rows=max_rows),
+        REPORT_MIMETYPE: _saved_copy(report, max_rows),
     }
+
+
+def _saved_copy(report: Report, max_rows: int) -> dict[str, Any]:
+    data = report.to_dict(max_rows=max_rows)
+    data.pop("code", None)  # the cell's own source is saved right beside it
+    return data

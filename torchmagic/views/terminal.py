@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from ..report import Report
+from ..lint.fixes import preview
+from ..report import Finding, Report
 from .html import shape_text
 from .summary import human_seconds, summary_line
 
@@ -19,6 +20,17 @@ def _where(line: int | None, obj: str | None) -> str:
     return f"line {line}" if line is not None else (obj or "live")
 
 
+def _edit_lines(f: Finding, code: str) -> list[str]:
+    """`edit: <title>` and the changed lines as `-`/`+`, for a finding that carries an edit."""
+    if f.fix is None or not code:
+        return []
+    lines = preview(code, f.fix)
+    if not lines:
+        return []
+    label = "edit" if f.fix.applicability == "safe" else "edit (may change behaviour)"
+    return [f"{label}: {f.fix.title}", *lines]
+
+
 def render_text(report: Report) -> str:
     """Plain text, one line per finding (used for text/plain and logs)."""
     lines = [summary_line(report)]
@@ -26,6 +38,7 @@ def render_text(report: Report) -> str:
         lines.append(f"  {f.severity:<7} {_where(f.line, f.object):<9} {f.rule} {f.name}: {f.message}")
         lines.extend(f"  {'':<7} {'':<9} also: {note}" for note in f.notes)
         lines.append(f"  {'':<7} {'':<9} fix: {f.hint}")
+        lines.extend(f"  {'':<7} {'':<9} {line}" for line in _edit_lines(f, report.code))
     for err in report.errors:
         lines.append(f"  torchmagic internal error: {err}")
     return "\n".join(lines)
@@ -56,6 +69,9 @@ class TerminalReport:
             for note in f.notes:
                 yield Text(f"    also: {note}", style="dim")
             yield Text(f"    fix: {f.hint}", style="dim")
+            for line in _edit_lines(f, report.code):
+                style = "red" if line.startswith("-") else "green" if line.startswith("+") else "dim"
+                yield Text(f"    {line}", style=style)
         if report.shape_trace:
             table = Table(title="shapes", title_justify="left", box=None, padding=(0, 1))
             for col in ("module", "type", "input → output", "calls"):

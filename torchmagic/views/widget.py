@@ -13,14 +13,16 @@ functions returning escaped HTML, so the widget and an exported notebook show th
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
-from ..report import Report
+from ..report import Finding, Report
 from .html import (
     TENSOR_SORTS,
     compile_table,
     findings_table,
+    inline_code,
     mimebundle,
     modules_table,
     render_html,
@@ -57,7 +59,7 @@ def _tab_body(
     report: Report, index: int, limit: int | None, key: str = "size", descending: bool | None = None
 ) -> str:
     if index == 0:
-        return wrap(findings_table(report.sorted_findings(), limit))
+        return wrap(findings_table(report.sorted_findings(), limit, code=report.code))
     if index == 1:
         return wrap(tensors_table(report.tensors, key, descending, limit))
     if index == 2:
@@ -79,11 +81,19 @@ INTERACTIVE_VIEWS = 30
 _live_views: deque[ReportView] = deque()
 
 
+# Sends a finding's fix to a panel that can edit the cell; calls back with (applied, reason).
+ApplyFix = Callable[[Finding, Callable[[bool, str], None]], bool]
+
+
 class ReportView:
     """The displayed object: a widget where widgets render, static HTML and text elsewhere."""
 
-    def __init__(self, report: Report, max_rows: int = DEFAULT_ROWS) -> None:
+    def __init__(
+        self, report: Report, max_rows: int = DEFAULT_ROWS, apply_fix: ApplyFix | None = None
+    ) -> None:
         self.report: Report | None = report
+        self.apply_fix = apply_fix
+        self._fix_buttons: list[Any] = []
         self.max_rows = max_rows
         self.show_all = False
         self.sort_key = "size"
@@ -109,6 +119,8 @@ class ReportView:
             ):
                 control.unobserve(handler, names="value")
                 control.disabled = True
+            for button in self._fix_buttons:
+                button.disabled = True
         except Exception:
             pass
         self.report = None
@@ -134,7 +146,8 @@ class ReportView:
         self._sort.observe(self._on_sort, names="value")
         self._order.observe(self._on_sort, names="value")
         tensors_box = w.VBox([w.HBox([self._sort, self._order]), self._panes[1]])
-        children = [self._panes[0], tensors_box, *self._panes[2:]]
+        findings_box = w.VBox([self._panes[0], *self._fix_rows(w)])
+        children = [findings_box, tensors_box, *self._panes[2:]]
         self._tab = w.Tab(children=children)
         self._rows = [len(r.findings), len(r.tensors), len(r.modules), len(r.shape_trace), len(r.syncs)]
         if r.compile:
@@ -144,6 +157,51 @@ class ReportView:
         self._tab.observe(self._on_tab, names="selected_index")
         self._refresh()
         return w.VBox([self._summary, self._tab, self._all])
+
+    def _fix_rows(self, w: Any) -> list[Any]:
+        """An Apply fix button per finding with an edit, where a panel can edit the cell
+        (elsewhere the findings table shows each edit as a diff and there is no button)."""
+        if self.apply_fix is None or self.report is None or not self.report.cell_id:
+            return []
+        rows = []
+        for f in self.report.sorted_findings():
+            if f.fix is None or f.line is None:
+                continue
+            risky = f.fix.applicability != "safe"
+            button = w.Button(
+                description="Apply fix",
+                tooltip=f"{f.fix.title} (edits the cell; it is not run)"
+                + (" — this edit may change behaviour" if risky else ""),
+                button_style="warning" if risky else "",
+                layout=w.Layout(width="auto"),
+            )
+            label = w.HTML(
+                f"<span class='tm-muted'>line {f.line} · {escape(f.rule)} · {inline_code(f.fix.title)}"
+                f"{' (may change behaviour)' if risky else ''}</span>"
+            )
+            button.on_click(lambda _b, f=f, button=button, label=label: self._apply(f, button, label))
+            self._fix_buttons.append(button)
+            rows.append(w.HBox([button, label]))
+        return rows
+
+    def _apply(self, finding: Finding, button: Any, label: Any) -> None:
+        if self.apply_fix is None:
+            return
+        button.disabled = True
+        button.description = "Applying…"
+
+        def done(ok: bool, reason: str) -> None:
+            button.description = "Applied" if ok else "Not applied"
+            button.button_style = "success" if ok else "danger"
+            note = "the cell is edited: run it to check it again" if ok else reason
+            label.value += f"<span class='tm-muted'> — {escape(note)}</span>"
+
+        try:
+            sent = self.apply_fix(finding, done)
+        except Exception:
+            sent = False
+        if not sent:
+            done(False, "no notebook editor is attached to this kernel any more")
 
     def _refresh(self) -> None:
         """Titles now; a tab's table when it is first shown (most reports are read on their
@@ -220,12 +278,14 @@ class StaticView:
         return summary_line(self.report)
 
 
-def render_widget(report: Report, max_rows: int = DEFAULT_ROWS) -> ReportView | StaticView:
+def render_widget(
+    report: Report, max_rows: int = DEFAULT_ROWS, apply_fix: ApplyFix | None = None
+) -> ReportView | StaticView:
     try:
         import ipywidgets  # noqa: F401
     except ImportError:
         return StaticView(report)
     try:
-        return ReportView(report, max_rows=max_rows)
+        return ReportView(report, max_rows=max_rows, apply_fix=apply_fix)
     except Exception:  # no comm layer, an incompatible ipywidgets: the static view still works
         return StaticView(report)

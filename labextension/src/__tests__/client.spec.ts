@@ -12,7 +12,11 @@ class FakeComm {
   onMsg: (msg: any) => void = () => undefined;
   onClose: (msg: any) => void = () => undefined;
   opened: any = null;
+  sent: any[] = [];
   closed = false;
+  send(data: any) {
+    this.sent.push(data);
+  }
   isDisposed = false;
   open(data: any) {
     this.opened = data;
@@ -68,7 +72,7 @@ describe('ReportClient', () => {
     const client = new ReportClient(session(kernel));
     expect(kernel.targets.has(COMM_TARGET)).toBe(true);
     expect(client.state).toBe('connecting');
-    expect(kernel.comms[0].opened).toEqual({ type: 'request' });
+    expect(kernel.comms[0].opened).toEqual({ type: 'request', capabilities: [] });
     kernel.comms[0].onClose({}); // no `torchmagic` target in the kernel
     expect(client.state).toBe('not-loaded');
   });
@@ -164,5 +168,42 @@ describe('ReportClient', () => {
   it('has no kernel state without a kernel', () => {
     const client = new ReportClient(session(null));
     expect(client.state).toBe('no-kernel');
+  });
+
+  it('announces that it can apply fixes, and applies one the widget under a cell asks for', () => {
+    const kernel = new FakeKernel();
+    const applied: any[] = [];
+    const client = new ReportClient(session(kernel), {
+      applyFix: (cellId, code, fix) => {
+        applied.push([cellId, code, fix.title]);
+        return code === 'x = 1' ? { ok: true, reason: '' } : { ok: false, reason: 'changed' };
+      }
+    });
+    expect(kernel.comms[0].opened).toEqual({ type: 'request', capabilities: ['apply-fix'] });
+    const fromKernel = kernel.openFromKernel({ type: 'hello', channel: 'k1' });
+    expect(fromKernel.sent).toEqual([{ type: 'capabilities', capabilities: ['apply-fix'] }]);
+    const fix = { title: 'T', applicability: 'safe', edits: [{ line: 1, col: 4, end_line: 1, end_col: 5, text: '2' }] };
+    fromKernel.receive({ type: 'apply-fix', id: 'r1', cell_id: 'c1', code: 'x = 1', rule: 'TM902', line: 1, fix });
+    fromKernel.receive({ type: 'apply-fix', id: 'r2', cell_id: 'c1', code: 'x = 3', rule: 'TM902', line: 1, fix });
+    expect(applied).toEqual([
+      ['c1', 'x = 1', 'T'],
+      ['c1', 'x = 3', 'T']
+    ]);
+    expect(fromKernel.sent.slice(1)).toEqual([
+      { type: 'fix-result', id: 'r1', ok: true, reason: '' },
+      { type: 'fix-result', id: 'r2', ok: false, reason: 'changed' }
+    ]);
+    expect(client.state).toBe('attached'); // a fix request is not a report
+    expect(client.cells).toEqual([]);
+  });
+
+  it('announces nothing and refuses fix requests when it has no notebook to edit', () => {
+    const kernel = new FakeKernel();
+    new ReportClient(session(kernel));
+    expect(kernel.comms[0].opened).toEqual({ type: 'request', capabilities: [] });
+    const fromKernel = kernel.openFromKernel({ type: 'hello' });
+    expect(fromKernel.sent).toEqual([]);
+    fromKernel.receive({ type: 'apply-fix', id: 'r1', cell_id: 'c1', code: 'x', rule: 'TM902', fix: { title: 'T', edits: [] } });
+    expect(fromKernel.sent).toEqual([{ type: 'fix-result', id: 'r1', ok: false, reason: 'This panel cannot edit the notebook.' }]);
   });
 });

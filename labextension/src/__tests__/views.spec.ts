@@ -98,11 +98,64 @@ describe('renderFindings', () => {
   });
 });
 
+describe('Apply fix', () => {
+  const fixed: IFinding = {
+    rule: 'TM404',
+    severity: 'warning',
+    line: 2,
+    col: 4,
+    message: 'Variable',
+    fix: { title: 'Drop the `Variable` wrapper', applicability: 'safe', edits: [{ line: 2, col: 4, end_line: 2, end_col: 15, text: 't.detach()' }] }
+  };
+  const risky: IFinding = { ...fixed, rule: 'TM402', line: 3, fix: { ...fixed.fix!, title: 'Use `torch.inference_mode()`', applicability: 'unsafe' } };
+  const cells = () => [{ cellId: 'c1', executionCount: 4, report: sampleReport({ cell_id: 'c1', code: 'CODE', findings: [fixed, risky, { rule: 'TM301', severity: 'warning', line: 5, message: 'no fix' }] }) }];
+
+  it('offers a button per finding with a fix, marks the ones that may change behaviour, and applies on click', () => {
+    const applyFix = jest.fn().mockReturnValue({ ok: true, reason: '' });
+    const reveal = jest.fn();
+    const outcomes = new Map();
+    const node = renderFindings(cells(), reveal, { applyFix, fixOutcomes: outcomes });
+    const buttons = node.querySelectorAll<HTMLButtonElement>('button.tm-Finding-apply');
+    expect(buttons).toHaveLength(2);
+    expect(node.querySelector('[data-rule="TM301"] .tm-Finding-fix')).toBeNull();
+    const unsafe = node.querySelector('[data-rule="TM402"] .tm-Finding-fix')!;
+    expect(unsafe.getAttribute('data-applicability')).toBe('unsafe');
+    expect(unsafe.textContent).toContain('may change behaviour');
+    expect(node.querySelector('[data-rule="TM404"] .tm-Finding-fix')!.textContent).toContain('Fix: Drop the Variable wrapper');
+
+    buttons[0].click();
+    expect(applyFix).toHaveBeenCalledWith('c1', 'CODE', fixed.fix);
+    expect(reveal).toHaveBeenCalledTimes(1); // the edited cell is shown; the click did not also "reveal" twice
+    expect(node.querySelector('[data-rule="TM404"] .tm-Finding-fixStatus')!.textContent).toBe('Applied — run the cell to check it again.');
+    // a re-render (the next report of another cell) does not offer the same click again
+    const again = renderFindings(cells(), reveal, { applyFix, fixOutcomes: outcomes });
+    expect(again.querySelectorAll('button.tm-Finding-apply')).toHaveLength(1);
+  });
+
+  it('says why a fix was not applied', () => {
+    const applyFix = jest.fn().mockReturnValue({ ok: false, reason: 'The cell changed since it was checked: run it again for a fresh fix.' });
+    const node = renderFindings(cells(), jest.fn(), { applyFix, fixOutcomes: new Map() });
+    node.querySelector<HTMLButtonElement>('button.tm-Finding-apply')!.click();
+    expect(node.querySelector('.tm-Finding-fixStatus')!.textContent).toContain('changed since it was checked');
+  });
+
+  it('shows the fix but no button where the panel cannot edit or the cell has no id', () => {
+    expect(renderFindings(cells(), jest.fn()).querySelectorAll('button.tm-Finding-apply')).toHaveLength(0);
+    const node = renderFinding(fixed, null, null, { applyFix: jest.fn() });
+    expect(node.querySelector('button.tm-Finding-apply')).toBeNull();
+    expect(node.querySelector('.tm-Finding-fix')!.textContent).toContain('Drop the Variable wrapper');
+    // an older kernel sends no fix, a newer one `null`
+    expect(renderFinding({ ...fixed, fix: null }, 'c1', null, { applyFix: jest.fn() }).querySelector('.tm-Finding-fix')).toBeNull();
+  });
+});
+
 describe('escaping', () => {
   it('shows report strings as text and never creates elements from them', () => {
     (window as any).__pwned = 0;
     const report = sampleReport({
-      findings: [{ rule: EVIL, name: EVIL, severity: EVIL, line: 1, col: 0, message: EVIL, hint: EVIL, object: EVIL }],
+      findings: [
+        { rule: EVIL, name: EVIL, severity: EVIL, line: 1, col: 0, message: EVIL, hint: EVIL, object: EVIL, fix: { title: EVIL, applicability: EVIL as any, edits: [{ line: 1, col: 0, end_line: 1, end_col: 0, text: EVIL }] } }
+      ],
       tensors: [{ name: EVIL, shape: [1], dtype: EVIL, device: EVIL, nbytes: 4 }],
       memory_by_device: { [EVIL]: 4 },
       errors: [EVIL]

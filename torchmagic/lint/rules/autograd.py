@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import copy
 
+from ...report import Fix
 from ..context import Context, LoopInfo, grad_context
+from ..fixes import fix_of
 from ..kinds import MODULE, NUMBER
 from ..registry import check
-from ._common import call_chain, chain_root, name_like, receiver, unparse
+from ._common import call_chain, chain_root, name_like, receiver, unparse, unparse_operand
 from ._flow import (
     Flow,
     backward_roots,
@@ -118,7 +120,7 @@ def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
             f"`{unparse(node, 50)}` keeps the autograd graph of every iteration alive.",
             "Store a number: `"
             + unparse(node.func, 30)
-            + f"({unparse(node.args[0], 20)}.item())` (or `.detach()` to stay on the device).",
+            + f"({unparse_operand(node.args[0], 20)}.item())` (or `.detach()` to stay on the device).",
         )
         return
     label = (
@@ -173,7 +175,24 @@ def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
         node,
         f"`with {unparse(item.context_expr, 40)}` wraps pure inference; `torch.inference_mode()` is faster.",
         "Use `with torch.inference_mode():` (keep `no_grad` where the results feed a later backward).",
+        fix=_inference_mode_fix(item.context_expr, ctx),
     )
+
+
+def _inference_mode_fix(expr: ast.AST, ctx: Context) -> Fix | None:
+    # unsafe: a tensor made under inference_mode cannot be saved for a backward later, or
+    # updated in place outside it
+    func = _func(expr)
+    if isinstance(expr, ast.Call) and (expr.args or expr.keywords):
+        return None
+    if isinstance(func, ast.Attribute) and ctx.qualname(func.value) == "torch":
+        edit = ctx.edits.attribute_name(func, "inference_mode")
+    else:
+        spelled = ctx.spelling("torch.inference_mode")
+        if spelled is None:
+            return None
+        edit = ctx.edits.replace(func, spelled)
+    return fix_of("Use `torch.inference_mode()`", [edit], "unsafe")
 
 
 def _runs_a_model(ctx: Context, body: list[ast.stmt]) -> bool:
@@ -509,7 +528,7 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     owner_node = node.value
     if not _tensor_owner(ctx, owner_node, node):
         return
-    owner = unparse(owner_node, 40)
+    owner = unparse_operand(owner_node, 40)
     if isinstance(node.ctx, ast.Load) and _in_conversion_swap(ctx):
         return  # `p.data = fn(p.data)`: the read is part of the swap
     grand = ctx.stack[-2] if len(ctx.stack) >= 2 else None
@@ -553,6 +572,8 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             f"`{unparse(parent, 50)}` passes `.data`: `nn.init` already writes without recording a graph.",
             f"Pass the tensor itself: `{unparse(parent.func, 30)}{rest}`.",
             severity="info",
+            # nn.init writes under no_grad into the same storage: the same values either way
+            fix=fix_of("Pass the tensor itself", [ctx.edits.replace(node, ctx.edits.source(node.value))]),
         )
         return
     if isinstance(parent, ast.Attribute) and (parent.attr in _METADATA or parent.attr.startswith("new")):
@@ -579,6 +600,13 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
                 node,
                 f"`{owner}.data[0]` indexes a 0-dim tensor: it raises on current PyTorch.",
                 f"Read the number with `{owner}.item()`.",
+                # unsafe: the tensor is taken for 0-dim from what it holds (a loss); one with
+                # elements (`reduction="none"`) indexed fine and would now raise
+                fix=fix_of(
+                    "Read it with `.item()`",
+                    [ctx.edits.replace(parent, f"{ctx.edits.atom(node.value)}.item()")],
+                    "unsafe",
+                ),
             )
             return
     if isinstance(node.ctx, ast.Store):
@@ -609,6 +637,13 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         node,
         f"`{owner}.data` reads the tensor behind autograd's back.",
         f"Read with `{owner}.detach()`.",
+        # unsafe: `.detach()` shares the version counter, so a later in-place write to the
+        # result now makes a backward that saved the tensor fail loudly (as it should)
+        fix=fix_of(
+            "Read with `.detach()`",
+            [ctx.edits.replace(node, f"{ctx.edits.atom(node.value)}.detach()")],
+            "unsafe",
+        ),
     )
 
 
@@ -620,8 +655,69 @@ def variable_deprecated(call: ast.Call, ctx: Context) -> None:
     ctx.flag(
         call,
         f"`{unparse(call, 50)}` uses the deprecated `Variable` wrapper.",
-        "Use the tensor itself; pass `requires_grad=True` to the factory or call `.requires_grad_()`.",
+        "Use the tensor itself (`Variable(x)` is `x.detach()`); for a new leaf that needs"
+        " gradients, pass `requires_grad=True` to the factory or call `.requires_grad_()`.",
+        fix=_variable_fix(call, ctx),
     )
+
+
+def _variable_fix(call: ast.Call, ctx: Context) -> Fix | None:
+    """`Variable(x)` is `x.detach()`, `Variable(x, requires_grad=r)` is
+    `x.detach().requires_grad_(r)`; `volatile` has no effect any more."""
+    params = ("data", "requires_grad", "volatile")
+    given: dict[str, ast.AST] = dict(zip(params, call.args))
+    for kw in call.keywords:
+        if kw.arg not in params or kw.arg in given:
+            return None  # **kwargs, or an argument PyTorch would reject anyway
+        given[kw.arg] = kw.value
+    if len(call.args) > len(params) or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    data = given.get("data")
+    if data is None:
+        return None
+    grad = given.get("requires_grad")
+    text = ctx.edits.atom(data)
+    if not _fresh_tensor(ctx, data):
+        text += ".detach()"  # the one thing Variable(x) still does: cut x from its graph
+    if grad is not None and not (isinstance(grad, ast.Constant) and grad.value is False):
+        text += (
+            ".requires_grad_()"
+            if isinstance(grad, ast.Constant) and grad.value is True
+            else (f".requires_grad_({ctx.edits.source(grad)})")
+        )
+    return fix_of("Drop the `Variable` wrapper", [ctx.edits.replace(call, text)])
+
+
+def _fresh_tensor(ctx: Context, node: ast.AST) -> bool:
+    """`torch.randn(3)`, `torch.tensor(data)`: a new tensor that needs no gradient, which
+    detaching would leave as it is."""
+    if not isinstance(node, ast.Call) or any(
+        kw.arg == "requires_grad" or kw.arg is None for kw in node.keywords
+    ):
+        return False
+    q = ctx.qualname(node.func) or ""
+    return q.startswith("torch.") and q.count(".") == 1 and q[6:] in _FRESH
+
+
+_FRESH = frozenset(
+    # not the legacy `torch.Tensor(t)` / `torch.FloatTensor(t)`: given a tensor they alias it,
+    # graph and all, so the wrapper's detach still matters there
+    {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "arange",
+        "eye",
+        "linspace",
+        "tensor",
+        "from_numpy",
+        "randperm",
+    }
+)
 
 
 def _is_model_output(ctx: Context, node: ast.AST) -> bool:
@@ -666,7 +762,9 @@ def numpy_without_detach(call: ast.Call, ctx: Context) -> None:
     ctx.flag(
         call,
         f"`{unparse(call, 50)}` fails on a tensor that requires grad.",
-        f"Detach first: `{unparse(root, 30)}.detach().cpu().numpy()`.",
+        f"Detach first: `{unparse_operand(root, 30)}.detach().cpu().numpy()`.",
+        # `.detach()` changes no value: without grad it is a no-op, with grad the line raised
+        fix=fix_of("Detach first", [ctx.edits.insert_after(call.func.value, ".detach()")]),
     )
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 
+from ...report import Fix
 from ..context import Context
+from ..fixes import fix_of
 from ..registry import check
-from ._common import call_chain, unparse
+from ._common import call_chain, unparse, unparse_operand
 
 _OLD_INIT = frozenset(
     {"xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal", "normal", "uniform", "constant"}
@@ -19,10 +21,14 @@ def deprecated_init(call: ast.Call, ctx: Context) -> None:
     if not q.startswith("torch.nn.init."):
         return
     name = q.rsplit(".", 1)[1]
+    fix = None
+    if isinstance(call.func, ast.Attribute):  # `from torch.nn.init import normal` would need a new import
+        fix = fix_of(f"Call `{name}_`", [ctx.edits.attribute_name(call.func, f"{name}_")])
     ctx.flag(
         call,
         f"`{unparse(call.func, 40)}(...)` is a deprecated initialiser alias.",
         f"Use the in-place `nn.init.{name}_(...)`.",
+        fix=fix,
     )
 
 
@@ -38,8 +44,16 @@ def requires_grad_typo(node: ast.Assign | ast.AnnAssign | ast.AugAssign, ctx: Co
                 ctx.flag(
                     node,
                     f"`{unparse(sub, 40)}` is a typo of `requires_grad` and sets an unrelated attribute.",
-                    f"Write `{unparse(sub.value, 30)}.requires_grad = ...`.",
+                    f"Write `{unparse_operand(sub.value, 30)}.requires_grad = ...`.",
+                    fix=_typo_fix(sub, ctx) if not isinstance(node, ast.AugAssign) else None,
                 )
+
+
+def _typo_fix(attr: ast.Attribute, ctx: Context) -> Fix:
+    # Unsafe: the line then does what it was written to do, which changes what the program
+    # computes, and can make it raise where it ran (an in-place write into a tensor that now
+    # requires grad; `requires_grad` on a non-leaf or an integer tensor).
+    return fix_of("Set `requires_grad`", [ctx.edits.attribute_name(attr, "requires_grad")], "unsafe")
 
 
 _NORMALISERS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid"}
@@ -124,4 +138,44 @@ def softmax_into_cross_entropy(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call, 60)}` receives a `{norm}` output instead of raw logits.",
         _FIX[kind][0].upper() + _FIX[kind][1:] + ".",
+        fix=_logits_fix(ctx, call, kind, norm),
     )
+
+
+def _normalised(ctx: Context, call: ast.Call) -> ast.AST | None:
+    """What the softmax/sigmoid call `call` was applied to: `F.softmax(x, 1)`, `x.softmax(1)`,
+    `nn.Softmax(dim=1)(x)` -> `x`."""
+    func = call.func
+    q = ctx.qualname(func) or ""
+    if q.startswith("torch.") and q.rsplit(".", 1)[-1] in _NORMALISERS:
+        inp = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "input"), None)
+    elif isinstance(func, ast.Attribute) and func.attr in _NORMALISERS:
+        inp = func.value
+    elif isinstance(func, ast.Call) and len(call.args) == 1 and not call.keywords:
+        inp = call.args[0]
+    else:
+        return None
+    return None if inp is None or isinstance(inp, ast.Starred) else inp
+
+
+def _logits_fix(ctx: Context, loss: ast.Call, kind: str, norm: str) -> Fix | None:
+    # Only a normaliser written inline: through a name, the probabilities may be used elsewhere.
+    arg = loss.args[0]
+    if not isinstance(arg, ast.Call):
+        return None
+    inner = _normalised(ctx, arg)
+    if inner is None:
+        return None
+    logits = ctx.edits.replace(arg, ctx.edits.source(inner))
+    if kind == "cross_entropy":
+        return fix_of(f"Pass the logits, not the `{norm}`", [logits], "unsafe")
+    if kind == "nll_loss" and norm == "softmax" and isinstance(arg.func, ast.Attribute):
+        return fix_of("Take `log_softmax`", [ctx.edits.attribute_name(arg.func, "log_softmax")], "unsafe")
+    if (
+        kind == "bce"
+        and isinstance(loss.func, ast.Attribute)
+        and ctx.qualname(loss.func) == "torch.nn.functional.binary_cross_entropy"
+    ):
+        rename = ctx.edits.attribute_name(loss.func, "binary_cross_entropy_with_logits")
+        return fix_of("Use `binary_cross_entropy_with_logits` on the logits", [rename, logits], "unsafe")
+    return None

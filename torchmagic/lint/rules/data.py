@@ -6,7 +6,9 @@ import ast
 from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary
 
+from ...report import Fix
 from ..context import Context, LoopInfo
+from ..fixes import fix_of
 from ..kinds import LOADER
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
@@ -150,7 +152,19 @@ def _flag_loader(ctx: Context, loader: ast.Call) -> None:
         loader,
         f"`{unparse(loader, 50)}` feeds batches that are copied to the GPU from pageable memory.",
         "Pass `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
+        fix=_pin_fix(ctx, loader),
     )
+
+
+def _pin_fix(ctx: Context, loader: ast.Call) -> Fix:
+    # unsafe: the same batches, but page-locked host memory is a scarcer resource
+    pin = next((kw for kw in loader.keywords if kw.arg == "pin_memory"), None)
+    edit = (
+        ctx.edits.replace(pin.value, "True")
+        if pin is not None
+        else ctx.edits.add_keyword(loader, "pin_memory=True")
+    )
+    return fix_of("Pass `pin_memory=True`", [edit], "unsafe")
 
 
 def _live_unpinned_loader(ctx: Context, it: ast.AST) -> str | None:

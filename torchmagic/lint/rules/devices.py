@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from weakref import WeakKeyDictionary
 
+from ...report import Fix
 from ..accelerator import CPU, device_type_of_literal, where
 from ..context import Context
+from ..fixes import fix_of
 from ..nodes import has_kwargs_splat, keyword, terminal_name
 from ..registry import check
-from ._common import chain_root, is_cuda_literal, is_cuda_move, move_target, unparse
+from ._common import chain_root, is_cuda_literal, is_cuda_move, move_target, unparse, unparse_operand
 
 _DEVICE_SELECTION_HINT = (
     'Choose the device once: `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`'
@@ -55,7 +57,7 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
         return  # `.cuda(rank)`, `.cuda(args.gpu)`: one GPU per process, chosen at run time
     ctx.flag(
         call,
-        f"`{unparse(call.func.value, 40)}.cuda({unparse(index, 20) if index is not None else ''})` hardcodes the CUDA device.",
+        f"`{unparse_operand(call.func.value, 40)}.cuda({unparse(index, 20) if index is not None else ''})` hardcodes the CUDA device.",
         _DEVICE_SELECTION_HINT,
     )
 
@@ -128,6 +130,7 @@ class _Load:
     path: str | None
     literal: bool
     scope: ast.AST | None
+    target: str | None  # `device` when the code has one at the load
 
 
 @dataclass
@@ -247,7 +250,10 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
         line, col = stmt.lineno, stmt.col_offset
     f = keyword(call, "f") or (call.args[0] if call.args else None)
     path, literal = _path_of(ctx, f)
-    files.loads.append(_Load(call, SimpleNamespace(lineno=line, col_offset=col), path, literal, scope))
+    target = "device" if ctx.defined("device") else None
+    files.loads.append(
+        _Load(call, SimpleNamespace(lineno=line, col_offset=col), path, literal, scope, target)
+    )
 
 
 def _decide_loads(ctx: Context, files: _Files) -> None:
@@ -268,7 +274,23 @@ def _decide_loads(ctx: Context, files: _Files) -> None:
             "Pass the target device: `torch.load(f, map_location=device)`.",
             # a file this code wrote holds GPU tensors only where the code uses an accelerator
             needs_accelerator=own,
+            fix=_map_location_fix(ctx, load),
         )
+
+
+def _map_location_fix(ctx: Context, load: _Load) -> Fix | None:
+    """`map_location=device` where the code has a `device`; the CPU where it uses no accelerator
+    at all (from there `.to(device)` still works). Code that uses the GPU without a `device`
+    name gets no edit: the CPU would leave the loaded model away from its CUDA inputs."""
+    in_function = isinstance(load.scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    if load.target is None and in_function and "device" in ctx.frames[0].names:
+        target: str | None = "device"  # a module-level `device`, bound by the time the function runs
+    else:
+        target = load.target or ('"cpu"' if not ctx.accelerator_seen else None)
+    if target is None:
+        return None
+    edit = ctx.edits.add_keyword(load.call, f"map_location={target}")
+    return fix_of(f"Load onto `{target}`", [edit], "unsafe")  # the tensors land elsewhere (the point)
 
 
 _ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})

@@ -6,9 +6,10 @@ import ast
 
 from ..accelerator import ACCELERATOR, where
 from ..context import Context
+from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
 from ..registry import check
-from ._common import unparse
+from ._common import unparse, unparse_operand
 
 
 def _length_of(ctx: Context, expr: ast.AST, depth: int = 0) -> ast.AST | None:
@@ -243,6 +244,9 @@ def arange_index_for_slice(node: ast.Subscript, ctx: Context) -> None:
         node,
         f"`{unparse(node, 50)}` picks one column with an arange gather.",
         f"Slice instead: `{unparse(node.value, 20)}[:, {unparse(col, 20)}]`.",
+        # unsafe: the same values, but a slice is a view where the gather made a copy, so an
+        # in-place write to the result now reaches the original
+        fix=fix_of("Slice the column", [ctx.edits.replace(rows, ":")], "unsafe"),
     )
 
 
@@ -277,5 +281,38 @@ def view_after_transpose(call: ast.Call, ctx: Context) -> None:
     ctx.flag(
         call,
         f"`{unparse(call, 50)}` calls `.view` on the non-contiguous result of `{what}`.",
-        f"Use `{unparse(value, 30)}.reshape(...)` or `{unparse(value, 30)}.contiguous().view(...)`.",
+        f"Use `{unparse_operand(value, 30)}.reshape(...)` or `{unparse_operand(value, 30)}.contiguous().view(...)`.",
+        # reshape returns the same view wherever view succeeds; where view raised, it copies
+        fix=fix_of("Use `.reshape`", [ctx.edits.attribute_name(call.func, "reshape")])
+        if _sizes_only(ctx, call)
+        else None,
     )
+
+
+def _sizes_only(ctx: Context, call: ast.Call) -> bool:
+    """`view(b, -1)`, `view((b, -1))`, `view(x.size(0), n * 4)`: arguments that can only be
+    sizes, which `reshape` takes the same way (not `size=`, which it spells `shape=`, nor a
+    single name that might hold a dtype)."""
+    if call.keywords or not call.args:
+        return False
+    if len(call.args) == 1:
+        a = call.args[0]
+        return isinstance(a, (ast.Tuple, ast.List)) or _size_expr(ctx, a)
+    return not any(isinstance(a, ast.Starred) for a in call.args)  # several: sizes (a dtype comes alone)
+
+
+def _size_expr(ctx: Context, node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp):
+        return _size_expr(ctx, node.operand)
+    if isinstance(node, ast.BinOp):
+        return _size_expr(ctx, node.left) or _size_expr(ctx, node.right)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in ("size", "numel", "dim")
+    if isinstance(node, ast.Subscript):
+        v = node.value
+        return (isinstance(v, ast.Attribute) and v.attr == "shape") or (
+            isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "size"
+        )
+    return ctx.kind(node) == NUMBER

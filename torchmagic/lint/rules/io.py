@@ -5,11 +5,13 @@ from __future__ import annotations
 import ast
 import re
 
+from ...report import Fix
 from ..context import Context
+from ..fixes import fix_of
 from ..kinds import MODULE, TENSOR_KINDS
 from ..nodes import keyword
 from ..registry import check
-from ._common import unparse
+from ._common import unparse, unparse_operand
 from ._flow import module_node
 
 # builders whose result is a module although the linter cannot see its class
@@ -142,13 +144,14 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
         ctx.flag(
             call,
             f"`{unparse(call, 50)}` pickles the whole module, tied to its class path.",
-            f"Save the weights: `torch.save({unparse(obj, 30)}.state_dict(), f)`.",
+            f"Save the weights: `torch.save({unparse_operand(obj, 30)}.state_dict(), f)`.",
+            fix=_state_dict_fix(ctx, obj, call),
         )
         return
     is_dict = not isinstance(ctx.origin(obj) if isinstance(obj, ast.Name) else obj, (ast.List, ast.Tuple))
     for k, v in _dict_items(ctx, obj):
         if _is_module(ctx, v):
-            name = unparse(v, 20)
+            name = unparse_operand(v, 20)
             where = "checkpoint dict" if is_dict else "list"
             store = f"'{k}': {name}.state_dict()" if is_dict else f"{name}.state_dict()"
             ctx.flag(
@@ -157,8 +160,27 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
                 " tied to its class path.",
                 f"Store its weights: `{store}` (and `optimizer.state_dict()` for an"
                 " optimizer); rebuild the model and `load_state_dict` them.",
+                fix=_state_dict_fix(ctx, v, call),
             )
             return
+
+
+def _state_dict_fix(ctx: Context, module: ast.AST, call: ast.Call) -> Fix | None:
+    # unsafe: the file then holds weights, and the code that loads it must change with it
+    if not _inside(module, call):
+        return None  # a dict built elsewhere, which other code may also use
+    document = ctx.document
+    if "torch.load(" in document and "load_state_dict" not in document:
+        return None  # this code loads whole models back: the edit alone would break it
+    return (
+        fix_of("Save the `state_dict()`", [ctx.edits.insert_after(module, ".state_dict()")], "unsafe")
+        if isinstance(module, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+        else None
+    )
+
+
+def _inside(node: ast.AST, outer: ast.AST) -> bool:
+    return any(sub is node for sub in ast.walk(outer))
 
 
 @check("TM602", calls={"load"})
@@ -172,4 +194,12 @@ def unsafe_load(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call, 60)}` unpickles arbitrary code from the file.",
         "Drop `weights_only=False` (the default `True` only loads tensors and plain containers).",
+        fix=_drop_weights_only(ctx, call),
     )
+
+
+def _drop_weights_only(ctx: Context, call: ast.Call) -> Fix | None:
+    # unsafe: a file that pickles more than tensors and containers no longer loads
+    kw = next(k for k in call.keywords if k.arg == "weights_only")
+    edit = ctx.edits.remove_argument(call, kw)
+    return fix_of("Drop `weights_only=False`", [edit], "unsafe") if edit is not None else None

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from ...report import Fix
 from ..context import Context, grad_context
+from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, PARAMETER, TENSOR, TENSOR_KINDS
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
@@ -53,7 +56,79 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         f"`{_call_label(call)}` in `{ctx.method}` builds a new CPU tensor on every forward call.",
         f"Build it on the input's device: `torch.{name}(..., device=x.device)`, `x.new_{name}(...)`"
         f" or `torch.{name}_like(x)`; for a constant, `self.register_buffer(...)` in `__init__`.",
+        fix=_on_input_device(call, name, ctx),
     )
+
+
+# factories that take `device=` (`torch.normal(mean, std)` with tensors does not)
+_DEVICE_FACTORIES = FACTORIES - {"normal"}
+_TENSOR_READS = frozenset({"size", "shape", "dim", "ndim", "numel", "device", "dtype"})
+
+
+def _on_input_device(call: ast.Call, name: str, ctx: Context) -> Fix | None:
+    """`torch.zeros(n, m)` -> `torch.zeros(n, m, device=x.device)`, with `x` a tensor the
+    forward already reads the shape of, or its input. Unsafe: the tensor moves (the point),
+    and code that relied on a CPU tensor there changes. Not `x.new_zeros`, which would also
+    take x's dtype."""
+    if name not in _DEVICE_FACTORIES or (name == "as_tensor" and len(call.args) > 2):
+        return None
+    anchor = _input_tensor(call, ctx)
+    if anchor is None:
+        return None
+    return fix_of(
+        "Build it on the input's device", [ctx.edits.add_keyword(call, f"device={anchor}.device")], "unsafe"
+    )
+
+
+def _input_tensor(call: ast.Call, ctx: Context) -> str | None:
+    # a name whose shape the factory's arguments read: `torch.zeros(x.size(0), 10)`
+    for sub in ast.walk(call):
+        if (
+            isinstance(sub, ast.Attribute)
+            and sub.attr in _TENSOR_READS
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id != "self"
+            and ctx.kind(sub.value) not in (MODULE,)
+        ):
+            return sub.value.id
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    args = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    if len(args) < 2 or args[0] != "self":
+        return None
+    # the input itself, when named like a tensor (`batch` is as often a dict)
+    return args[1] if args[1] in _INPUT_NAMES else None
+
+
+_INPUT_NAMES = frozenset(
+    {
+        "x",
+        "input",
+        "inputs",
+        "inp",
+        "X",
+        "src",
+        "tgt",
+        "h",
+        "hidden",
+        "feats",
+        "features",
+        "img",
+        "imgs",
+        "image",
+        "images",
+        "q",
+        "query",
+        "z",
+        "logits",
+        "seq",
+        "tokens",
+        "input_ids",
+        "emb",
+        "embeddings",
+    }
+)
 
 
 _DEVICE_STRINGS = ("cuda", "cpu", "mps", "xpu", "meta")
@@ -460,15 +535,19 @@ def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
         args = node.args[-1:] if f.attr == "insert" else node.args[:1]
         if not any(_unregistered_module(ctx, a) or _holds_modules(ctx, a) for a in args):
             return
-        if owner.attr in ctx.cls.flagged:  # one finding per attribute
+        if owner.attr in ctx.cls.flagged or _registered_elsewhere(
+            ctx, owner.attr
+        ):  # one finding per attribute
             return
         ctx.cls.flagged.add(owner.attr)
         container = "dict" if ctx.cls.attrs.get(owner.attr) == "dict" else "list"
-        _flag_container(ctx, node, owner.attr, container)
+        _flag_container(ctx, node, owner.attr, container, _filled_later_fix(ctx, owner.attr, container))
         return
     value = node.value  # type: ignore[attr-defined]
     target = _self_attr_target(node)  # type: ignore[arg-type]
     if target is None or value is None or not _holds_modules(ctx, value):
+        return
+    if _registered_elsewhere(ctx, target.attr):
         return
     container = (
         "dict"
@@ -477,16 +556,286 @@ def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
         if isinstance(value, ast.Tuple)
         else "list"
     )
-    _flag_container(ctx, node, target.attr, container)
+    _flag_container(ctx, node, target.attr, container, _display_fix(ctx, node, value, target.attr))
 
 
-def _flag_container(ctx: Context, node: ast.AST, attr: str, container: str) -> None:
-    fix = "nn.ModuleDict" if container == "dict" else "nn.ModuleList"
+_NN_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
+_ADDERS = frozenset({"add_module", "register_module", "register_parameter"})
+
+
+def _registered_elsewhere(ctx: Context, attr: str) -> bool:
+    """The class registers the items itself: `nn.Sequential(*self.layers)`,
+    `nn.ModuleList(self.layers)`, or `self.add_module(name, layer)` in a loop over them. The
+    plain list is then an alias the model does not need registered twice."""
+    if ctx.cls is None:
+        return False
+    for sub in ast.walk(ctx.cls.node):
+        if isinstance(sub, ast.Call):
+            q = ctx.qualname(sub.func) or ""
+            if q.startswith("torch.nn.") and q.rsplit(".", 1)[-1] in _NN_CONTAINERS:
+                for a in sub.args:
+                    inner = a.value if isinstance(a, ast.Starred) else a
+                    if _is_self_attr(inner, attr):
+                        return True
+        elif isinstance(sub, (ast.For, ast.AsyncFor)):
+            it = sub.iter
+            if (
+                isinstance(it, ast.Call)
+                and it.args
+                and isinstance(it.func, ast.Name)
+                and it.func.id in ("enumerate", "zip")
+            ):
+                it = it.args[0]
+            if not _is_self_attr(it, attr):
+                continue
+            for inner in ast.walk(sub):
+                if isinstance(inner, ast.Call):
+                    f = inner.func
+                    if (isinstance(f, ast.Attribute) and f.attr in _ADDERS) or (
+                        isinstance(f, ast.Name) and f.id == "setattr"
+                    ):
+                        return True
+    return False
+
+
+def _flag_container(ctx: Context, node: ast.AST, attr: str, container: str, fix: Fix | None) -> None:
+    wrapper = "nn.ModuleDict" if container == "dict" else "nn.ModuleList"
     ctx.flag(
         node,
         f"`self.{attr}` is a plain {container} of modules: its layers are invisible to `.parameters()`, `.to()` and `state_dict()`.",
-        f"Wrap it: `self.{attr} = {fix}(...)` (`nn.ParameterList`/`nn.ParameterDict` for parameters).",
+        f"Wrap it: `self.{attr} = {wrapper}(...)` (`nn.ParameterList`/`nn.ParameterDict` for parameters).",
+        fix=fix,
     )
+
+
+# ---- the fix: wrap the container ----------------------------------------------------------------
+# What the class may do with the attribute for the wrapped container to behave as the plain one
+# did: iterate, index, len, `in`, and these methods (all exist on the nn containers).
+_METHODS = {
+    "ModuleList": frozenset({"append", "extend", "insert", "pop"}),
+    "ParameterList": frozenset({"append", "extend"}),
+    "ModuleDict": frozenset({"items", "keys", "values", "pop", "update", "clear"}),
+    "ParameterDict": frozenset({"items", "keys", "values", "pop", "update", "clear", "get", "setdefault"}),
+}
+# Names an nn.ModuleDict / ParameterDict already has: a key spelled like one is refused.
+_CONTAINER_ATTRS = frozenset(
+    "T_destination add_module apply bfloat16 buffers call_super_init children clear compile copy cpu"
+    " cuda double dump_patches eval extra_repr float forward fromkeys get get_buffer get_extra_state"
+    " get_parameter get_submodule half ipu items keys load_state_dict modules mtia named_buffers"
+    " named_children named_modules named_parameters parameters pop popitem register_backward_hook"
+    " register_buffer register_forward_hook register_forward_pre_hook register_full_backward_hook"
+    " register_full_backward_pre_hook register_load_state_dict_post_hook"
+    " register_load_state_dict_pre_hook register_module register_parameter"
+    " register_state_dict_post_hook register_state_dict_pre_hook requires_grad_ set_extra_state"
+    " set_submodule setdefault share_memory state_dict to to_empty train training type update values"
+    " xpu zero_grad".split()
+)
+
+
+def _display_fix(ctx: Context, node: ast.AST, value: ast.AST, attr: str) -> Fix | None:
+    """`self.x = [nn.Linear(...) for ...]` -> `self.x = nn.ModuleList([...])`; a dict display
+    with plain string keys -> `nn.ModuleDict({...})` (a dict comprehension: unsafe, its keys
+    are only known when it runs)."""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        items, container = list(value.elts), "list"
+    elif isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+        items, container = [value.elt], "list"
+    elif isinstance(value, ast.Dict):
+        if not all(_good_key(k) for k in value.keys):
+            return None
+        items, container = list(value.values), "dict"
+    elif isinstance(value, ast.DictComp):
+        items, container = [value.value], "dict"
+    else:
+        return None
+    found = _wrapper(ctx, items, container)
+    if found is None or not _fits(ctx, attr, found[1], node):
+        return None
+    wrapper, name = found
+    bare_tuple = isinstance(value, ast.Tuple) and not ctx.edits.source(value).startswith("(")
+    opening, closing = (f"{wrapper}((", "))") if bare_tuple else (f"{wrapper}(", ")")
+    edits = [ctx.edits.insert_before(value, opening), ctx.edits.insert_after(value, closing)]
+    risky = isinstance(value, ast.DictComp) or name.startswith("Parameter")
+    return fix_of(f"Wrap in `{wrapper}`", edits, "unsafe" if risky else "safe")
+
+
+def _filled_later_fix(ctx: Context, attr: str, container: str) -> Fix | None:
+    """`self.x = []` then `self.x.append(nn.Linear(...))`: the empty list becomes
+    `nn.ModuleList()` when every append, insert and extend in the class adds modules."""
+    assert ctx.cls is not None
+    stores = _stores(ctx.cls.node, attr)
+    fn = ctx.frame.node
+    if len(stores) != 1 or not any(stores[0] is s for s in ast.walk(fn)):
+        return None
+    store = stores[0]
+    value = store.value
+    empty = (
+        (isinstance(value, ast.List) and not value.elts)
+        or (isinstance(value, ast.Dict) and not value.keys)
+        or (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id in ("list", "dict")
+            and not value.args
+            and not value.keywords
+        )
+    )
+    if not empty or container == "dict":
+        # `self.heads[name] = layer`: the keys, and a clash with ModuleDict's own names, unknown
+        return None
+    added: list[ast.AST] = []
+    for sub in ast.walk(ctx.cls.node):
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and _is_self_attr(sub.func.value, attr)
+        ):
+            if sub.func.attr in ("append", "insert") and sub.args:
+                added.append(sub.args[-1])
+            elif sub.func.attr == "extend" and sub.args:
+                ext = sub.args[0]
+                if isinstance(ext, (ast.List, ast.Tuple)):
+                    added.extend(ext.elts)
+                elif isinstance(ext, (ast.ListComp, ast.GeneratorExp)):
+                    added.append(ext.elt)
+                else:
+                    return None
+    found = _wrapper(ctx, added, "list")
+    if found is None or not _fits(ctx, attr, found[1], store):
+        return None
+    wrapper, name = found
+    edit = ctx.edits.replace(value, f"{wrapper}()")
+    return fix_of(f"Make it an `{wrapper}`", [edit], "unsafe" if name.startswith("Parameter") else "safe")
+
+
+def _fits(ctx: Context, attr: str, wrapper: str, store: ast.AST) -> bool:
+    return (
+        _after_module_init(ctx, store)
+        and _class_uses_it_as(ctx, attr, wrapper)
+        and _document_uses_it_as(ctx, attr, wrapper)
+    )
+
+
+# list and dict methods the nn containers lack (code elsewhere calling one would break)
+_PLAIN_ONLY = frozenset(
+    {
+        "sort",
+        "reverse",
+        "index",
+        "count",
+        "remove",
+        "copy",
+        "clear",
+        "get",
+        "setdefault",
+        "popitem",
+        "fromkeys",
+    }
+)
+
+
+def _document_uses_it_as(ctx: Context, attr: str, wrapper: str) -> bool:
+    """Code outside the class (the rest of the file or notebook) that reaches the attribute
+    through an instance (`model.layers.sort()`, `model.layers + extra`, `isinstance(m.layers,
+    list)`, an assignment) would break once it is an nn container. `self.<attr>` is the class's
+    own business (`_class_uses_it_as`), here or in other classes with an attribute of that name."""
+    allowed = _METHODS[wrapper]
+    text = ctx.document
+    at = rf"(?<!self)\.{re.escape(attr)}\b"
+    for m in re.finditer(rf"{at}\s*\.\s*(\w+)", text):
+        if m.group(1) in _PLAIN_ONLY and m.group(1) not in allowed:
+            return False
+    if re.search(rf"{at}\s*[-+*]|[-+*]\s*[\w.]*{at}|isinstance\(\s*[\w.]*{at}\s*,", text):
+        return False
+    return re.search(rf"{at}\s*[-+*/]?=(?!=)", text) is None
+
+
+def _stores(cls: ast.ClassDef, attr: str) -> list[ast.Assign | ast.AnnAssign]:
+    out = []
+    for sub in ast.walk(cls):
+        if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+            if any(_is_self_attr(t, attr) for t in targets):
+                out.append(sub)
+    return out  # type: ignore[return-value]
+
+
+def _is_self_attr(node: ast.AST, attr: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attr
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
+def _good_key(key: ast.AST | None) -> bool:
+    return (
+        isinstance(key, ast.Constant)
+        and isinstance(key.value, str)
+        and key.value != ""
+        and "." not in key.value
+        and not key.value.startswith("_")
+        and key.value not in _CONTAINER_ATTRS
+    )
+
+
+def _wrapper(ctx: Context, items: list[ast.AST], container: str) -> tuple[str, str] | None:
+    """`nn.ModuleList` (or the Parameter/Dict variant) as this source spells it, when every
+    item is a module (or every one a Parameter)."""
+    if not items or any(isinstance(i, ast.Starred) for i in items):
+        return None
+    kinds = {ctx.kind(i) for i in items}
+    if kinds == {MODULE}:
+        name = "ModuleDict" if container == "dict" else "ModuleList"
+    elif kinds == {PARAMETER}:
+        name = "ParameterDict" if container == "dict" else "ParameterList"
+    else:
+        return None
+    spelled = ctx.spelling(f"torch.nn.{name}")
+    return (spelled, name) if spelled is not None else None
+
+
+def _class_uses_it_as(ctx: Context, attr: str, wrapper: str) -> bool:
+    """Everywhere the class touches `self.<attr>`, the nn container behaves as the plain one:
+    no list/dict method it lacks, no `isinstance` or arithmetic on it, no second assignment."""
+    assert ctx.cls is not None
+    allowed = _METHODS[wrapper]
+    for parent in ast.walk(ctx.cls.node):
+        for child in ast.iter_child_nodes(parent):
+            if not _is_self_attr(child, attr):
+                continue
+            if isinstance(parent, ast.Attribute) and parent.attr not in allowed:
+                return False
+            if isinstance(parent, (ast.BinOp, ast.AugAssign)):
+                return False
+            if (
+                isinstance(parent, ast.Call)
+                and isinstance(parent.func, ast.Name)
+                and parent.func.id in ("isinstance", "type")
+            ):
+                return False
+    return len(_stores(ctx.cls.node, attr)) == 1
+
+
+def _after_module_init(ctx: Context, node: ast.AST) -> bool:
+    """The assignment runs after `super().__init__()`: an nn container assigned before it
+    raises "cannot assign module before Module.__init__() call", a list does not."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    line = node.lineno  # type: ignore[attr-defined]
+    for stmt in fn.body:
+        if stmt.lineno >= line:
+            return False
+        for sub in ast.walk(stmt):
+            if (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and sub.func.attr == "__init__"
+            ):
+                return True
+    return False
 
 
 def _moves_own_state(ctx: Context) -> bool:

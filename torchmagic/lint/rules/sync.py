@@ -32,7 +32,7 @@ from ..kinds import (
 )
 from ..nodes import terminal_name
 from ..registry import check
-from ._common import unparse
+from ._common import unparse, unparse_operand
 
 # Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
 _NOT_TENSOR = frozenset(
@@ -270,7 +270,7 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             if isinstance(func.value, ast.Constant):
                 return
             value = func.value
-            label = f"{unparse(func.value, 40)}.{func.attr}()"
+            label = f"{unparse_operand(func.value, 40)}.{func.attr}()"
         else:
             return
     else:

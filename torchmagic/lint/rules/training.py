@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 
 from ..context import Context, LoopInfo
+from ..fixes import fix_of
 from ..kinds import OPTIMIZER, SCHEDULER
 from ..registry import check
-from ._common import name_like, unparse
+from ._common import name_like, unparse, unparse_operand
 
 
 def _is_scheduler(ctx: Context, node: ast.AST | None) -> bool:
@@ -128,7 +129,7 @@ def missing_zero_grad(loop: LoopInfo, ctx: Context) -> None:
     ctx.flag(
         step,
         f"`{unparse(step, 40)}` runs in a loop that never calls `zero_grad()`, so gradients accumulate across steps.",
-        f"Call `{unparse(step.func.value, 30)}.zero_grad(set_to_none=True)` at the start of each step.",  # type: ignore[attr-defined]
+        f"Call `{unparse_operand(step.func.value, 30)}.zero_grad(set_to_none=True)` at the start of each step.",  # type: ignore[attr-defined]
     )
 
 
@@ -173,7 +174,9 @@ def scheduler_epoch_arg(call: ast.Call, ctx: Context) -> None:
     ctx.flag(
         call,
         f"`{unparse(call, 50)}` passes the deprecated epoch argument.",
-        f"Call `{unparse(recv, 30)}.step()` once per epoch (or per step) without arguments.",
+        f"Call `{unparse_operand(recv, 30)}.step()` once per epoch (or per step) without arguments.",
+        # unsafe: the schedule then counts its own steps, which differs where the argument skipped
+        fix=fix_of("Drop the epoch argument", [ctx.edits.between(call.func, call, "()")], "unsafe"),
     )
 
 
@@ -191,5 +194,7 @@ def scheduler_get_lr(call: ast.Call, ctx: Context) -> None:
     ctx.flag(
         call,
         f"`{unparse(call, 50)}` returns the rate for the scheduler's internal state, not the last applied one.",
-        f"Use `{unparse(recv, 30)}.get_last_lr()`.",
+        f"Use `{unparse_operand(recv, 30)}.get_last_lr()`.",
+        # unsafe: the value read changes (to the one the optimizer is using)
+        fix=fix_of("Read `get_last_lr()`", [ctx.edits.attribute_name(call.func, "get_last_lr")], "unsafe"),
     )
