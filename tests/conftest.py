@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import sys
+
 import pytest
 from IPython.core.getipython import get_ipython
 from IPython.core.interactiveshell import InteractiveShell
@@ -18,3 +20,18 @@ def shell() -> InteractiveShell:
     ip.run_cell("%unload_ext torchmagic", store_history=False)
     if "TorchCheck" in ip.config:  # what `%config TorchCheck.x = ...` left: the next test starts clean
         ip.config.TorchCheck.clear()
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Each test starts with no compiled code and none of Dynamo's counts (a test that compiles
+    must not change what the next one sees: the sync probe, for one, times fewer entry points
+    once something was compiled)."""
+    yield
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is not None:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        utils.counters.clear()
+        utils.clear_compilation_metrics()

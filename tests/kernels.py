@@ -15,8 +15,9 @@ TIMEOUT = 60
 
 
 @contextmanager
-def running_kernel() -> Iterator[BlockingKernelClient]:
-    km, kc = start_new_kernel(kernel_name="python3")
+def running_kernel(env: dict[str, str] | None = None) -> Iterator[BlockingKernelClient]:
+    """A fresh python3 kernel; `env`: its whole environment (default: this process's)."""
+    km, kc = start_new_kernel(kernel_name="python3", **({"env": env} if env is not None else {}))
     try:
         yield kc
     finally:

@@ -27,6 +27,7 @@ import pytest
 
 from torchmagic import report as report_module
 from torchmagic.report import (
+    CompileRecord,
     Edit,
     Finding,
     Fix,
@@ -40,7 +41,17 @@ from torchmagic.report import (
 
 TYPES_TS = Path(__file__).resolve().parents[1] / "labextension" / "src" / "types.ts"
 
-RECORDS = [Finding, Fix, Edit, SyncRecord, TensorRecord, ModuleRecord, ShapeRecord, MemoryRecord]
+RECORDS = [
+    Finding,
+    Fix,
+    Edit,
+    SyncRecord,
+    TensorRecord,
+    ModuleRecord,
+    ShapeRecord,
+    MemoryRecord,
+    CompileRecord,
+]
 
 # TS properties that run ahead of the kernel: declared in types.ts (the panel already renders
 # them) before report.py has the field. Once report.py gains the field, the test below fails

@@ -21,6 +21,7 @@ from typing import Any
 from . import catalog
 from .lint.context import Carry
 from .lint.engine import lint
+from .lint.rules.compile import notebook_notes
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 SKIP_DIRS = frozenset(
@@ -343,7 +344,8 @@ def lint_file(path: str, select: list[str] | None = None, ignore: list[str] | No
     errors: list[str] = []
     # A notebook's cells share one namespace: what cell 2 builds is known in cell 5, and a
     # model moved to the GPU in cell 9 makes the `.item()` loop of cell 4 a GPU wait.
-    carry = Carry() if path.endswith(".ipynb") else None
+    # ... and a function compiled in cell 7 runs compiled in the cell that defines it.
+    carry = Carry(notes=notebook_notes(u.code for u in units)) if path.endswith(".ipynb") else None
     document = "\n".join(u.code for u in units) if carry is not None else None
     results = []
     for unit in units:

@@ -205,6 +205,28 @@ class ShapeRecord:
         return record_dict(self)
 
 
+@dataclass(slots=True)
+class CompileRecord:
+    """One function (or module) that `torch.compile` compiled while the cell ran: what
+    Dynamo did to it in this cell. A graph break splits a call into several graphs with
+    Python in between; a recompilation compiles the function again for new inputs."""
+
+    name: str  # as the user calls it: `step`, `model`, `Net.forward`
+    location: str  # where it is defined: "line 3", "cell [4], line 2", "model.py:12", "torch.nn"
+    line: int | None  # the checked cell's line that compiled it first in this cell
+    graphs: int = 0  # graphs compiled in this cell
+    breaks: int = 0  # graph breaks Dynamo met while compiling it in this cell
+    recompiles: int = 0  # compilations again for new inputs, in this cell
+    compile_s: float = 0.0  # time spent compiling it in this cell (forward and backward)
+    limit_hit: bool = False  # the recompile limit was reached: new inputs run uncompiled
+    reasons: list[str] = field(default_factory=list)  # why it recompiled, in user terms
+
+    def to_dict(self) -> dict[str, Any]:
+        d = record_dict(self)
+        d["reasons"] = list(self.reasons)
+        return d
+
+
 @dataclass
 class MemoryRecord:
     device: str = "cpu"
@@ -230,6 +252,7 @@ class Report:
     modules: list[ModuleRecord] = field(default_factory=list)
     shape_trace: list[ShapeRecord] = field(default_factory=list)
     memory: MemoryRecord = field(default_factory=MemoryRecord)
+    compile: list[CompileRecord] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     check_s: float = 0.0
     finished: float = 0.0  # wall-clock time the report was completed (for "most recent")
@@ -252,6 +275,10 @@ class Report:
         for f in self.findings:
             out[f.severity] = out.get(f.severity, 0) + 1
         return out
+
+    def compile_s(self) -> float:
+        """Seconds spent compiling (`torch.compile`) in this cell."""
+        return sum(c.compile_s for c in self.compile)
 
     def sync_count(self) -> int:
         return sum(s.count for s in self.syncs)
@@ -292,6 +319,7 @@ class Report:
             "modules": [record_dict(m) for m in modules],
             "shape_trace": [record_dict(s) for s in trace],
             "memory": self.memory.to_dict(),
+            "compile": [c.to_dict() for c in self.compile],
             "memory_by_device": self.memory_by_device(),
             "errors": list(self.errors),
             "code": self.code,

@@ -39,6 +39,7 @@ class RunRecords:
     modes: Any = None  # runtime.modes.ModeRecords
     error: Any = None  # runtime.errors.ErrorRecord
     inflight: Any = None  # runtime.shapes.InFlightRecord: forwards running when an error was raised
+    compile: Any = None  # runtime.compile.CompileRecords: graph breaks and recompilations
 
 
 @dataclass

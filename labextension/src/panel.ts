@@ -11,14 +11,17 @@ import { Widget } from '@lumino/widgets';
 import { ReportClient } from './client';
 import { h, replaceChildren } from './dom';
 import { DataTable } from './tables';
-import { IFix, IFixOutcome, IModuleRecord, IRuleDoc, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
+import { ICompileRecord, IFix, IFixOutcome, IModuleRecord, IRuleDoc, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
 import {
+  COMPILE_COLUMNS,
   MODULE_COLUMNS,
   RevealHandler,
   SHAPE_COLUMNS,
   SYNC_COLUMNS,
   TENSOR_COLUMNS,
   cellLabel,
+  compileRowClass,
+  compileRowTitle,
   renderFindings,
   renderMemoryTotals,
   renderSummary,
@@ -66,6 +69,7 @@ export class TorchmagicPanel extends Widget {
     this._modules = this._section('modules', 'Modules', false);
     this._shapes = this._section('shapes', 'Shape trace', false);
     this._syncs = this._section('syncs', 'Sync stalls', false);
+    this._compile = this._section('compile', 'Compile', false);
 
     this._totals = h('div', { className: 'tm-TotalsBox' });
     this._tensorTable = new DataTable<ITensorRecord>({
@@ -99,8 +103,33 @@ export class TorchmagicPanel extends Widget {
       }
     });
     this._syncs.body.appendChild(this._syncTable.node);
+    this._compileTable = new DataTable<ICompileRecord>({
+      label: 'Compile',
+      columns: COMPILE_COLUMNS,
+      pageSize,
+      sort: null,
+      emptyText: 'Nothing was compiled in the last checked cell',
+      rowClass: compileRowClass,
+      rowTitle: compileRowTitle,
+      // A compiled function reveals the cell line that compiled it.
+      onRowClick: c => {
+        const cellId = this._source?.latest?.cell_id;
+        if (cellId && this._reveal && c.line !== null && c.line !== undefined) {
+          this._reveal(cellId, { rule: '', severity: 'info', message: '', line: c.line, col: 0 });
+        }
+      },
+      rowClickable: c => c.line !== null && c.line !== undefined
+    });
+    this._compile.body.appendChild(this._compileTable.node);
 
-    this._content.append(this._findings.details, this._tensors.details, this._modules.details, this._shapes.details, this._syncs.details);
+    this._content.append(
+      this._findings.details,
+      this._tensors.details,
+      this._modules.details,
+      this._shapes.details,
+      this._syncs.details,
+      this._compile.details
+    );
     this.node.append(header, this._content);
     this.render();
   }
@@ -201,6 +230,11 @@ export class TorchmagicPanel extends Widget {
     const syncs = latest && attached ? latest.syncs ?? [] : [];
     this._syncTable.setRows(syncs);
     this._syncs.count.textContent = String(syncs.reduce((n, s) => n + (s.count || 0), 0));
+    const compiled = latest && attached ? latest.compile ?? [] : [];
+    this._compileTable.setRows(compiled);
+    this._compile.count.textContent = String(compiled.length);
+    // only for kernels that compile: most notebooks never do
+    this._compile.details.hidden = compiled.length === 0;
   }
 
   private _statusContent(source: PanelSource | null): (Node | string)[] {
@@ -240,7 +274,7 @@ export class TorchmagicPanel extends Widget {
   }
 
   private _tables(): DataTable<any>[] {
-    return [this._tensorTable, this._moduleTable, this._shapeTable, this._syncTable];
+    return [this._tensorTable, this._moduleTable, this._shapeTable, this._syncTable, this._compileTable];
   }
 
   private _section(key: string, title: string, open: boolean): ISection {
@@ -283,11 +317,13 @@ export class TorchmagicPanel extends Widget {
   private _modules: ISection;
   private _shapes: ISection;
   private _syncs: ISection;
+  private _compile: ISection;
   private _totals: HTMLDivElement;
   private _tensorTable: DataTable<ITensorRecord>;
   private _moduleTable: DataTable<IModuleRecord>;
   private _shapeTable: DataTable<IShapeRecord>;
   private _syncTable: DataTable<ISyncRecord>;
+  private _compileTable: DataTable<ICompileRecord>;
 }
 
 function formatElapsed(s: number): string {

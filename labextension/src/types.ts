@@ -94,6 +94,24 @@ export interface IShapeRecord {
   depth?: number;
 }
 
+/** One function (or module) torch.compile compiled while the cell ran. */
+export interface ICompileRecord {
+  /** As the user calls it: `step`, `model`, `Net.forward`. */
+  name: string;
+  /** Where it is defined: "line 3", "cell [4], line 2", "model.py:12", "torch.nn.Sequential". */
+  location: string;
+  /** The checked cell's line that compiled it first in this cell. */
+  line?: number | null;
+  graphs?: number;
+  breaks?: number;
+  recompiles?: number;
+  compile_s?: number;
+  /** The recompile limit was reached: new inputs run uncompiled. */
+  limit_hit?: boolean;
+  /** Why it was compiled again, in user terms. */
+  reasons?: string[];
+}
+
 export interface IMemoryRecord {
   device?: string;
   allocated_before?: number | null;
@@ -113,6 +131,8 @@ export interface IReport {
   modules?: IModuleRecord[];
   shape_trace?: IShapeRecord[];
   memory?: IMemoryRecord;
+  /** What torch.compile did in the cell, one row per compiled function. */
+  compile?: ICompileRecord[];
   memory_by_device?: { [device: string]: number };
   errors?: string[];
   /** The cell's source as it was checked: what finding lines and fix edits refer to. */

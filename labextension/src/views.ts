@@ -8,7 +8,19 @@ import { h, withCode } from './dom';
 import { hasDoc, renderRuleDoc } from './ruledoc';
 import { formatBytes, formatCount, formatSeconds, formatShape, formatShapes, plural } from './format';
 import { IColumn } from './tables';
-import { ICheckedCell, IFinding, IFix, IFixOutcome, IModuleRecord, IReport, IRuleDoc, IShapeRecord, ISyncRecord, ITensorRecord } from './types';
+import {
+  ICheckedCell,
+  ICompileRecord,
+  IFinding,
+  IFix,
+  IFixOutcome,
+  IModuleRecord,
+  IReport,
+  IRuleDoc,
+  IShapeRecord,
+  ISyncRecord,
+  ITensorRecord
+} from './types';
 
 const SEVERITIES = ['error', 'warning', 'info'];
 
@@ -76,6 +88,17 @@ export function renderSummary(report: IReport): HTMLElement {
       `${plural(syncCount, 'sync')} · ${formatSeconds(report.sync_s ?? 0)} waited`
     )
   );
+  const compiled = report.compile ?? [];
+  if (compiled.length) {
+    const seconds = compiled.reduce((n, c) => n + (c.compile_s || 0), 0);
+    parts.push(
+      h(
+        'span',
+        { className: 'tm-Summary-part tm-Summary-compile', title: 'Functions torch.compile compiled in the cell, and the time it took' },
+        `compiled ${plural(compiled.length, 'function')} · ${formatSeconds(seconds)}`
+      )
+    );
+  }
   parts.push(
     h(
       'span',
@@ -478,3 +501,47 @@ export const SYNC_COLUMNS: IColumn<ISyncRecord>[] = [
     sortable: false
   }
 ];
+
+export const COMPILE_COLUMNS: IColumn<ICompileRecord>[] = [
+  { id: 'name', label: 'Function', value: c => c.name, width: '30%' },
+  { id: 'graphs', label: 'Graphs', priority: 2, value: c => c.graphs ?? 0, numeric: true, width: '14%' },
+  {
+    id: 'breaks',
+    label: 'Breaks',
+    title: 'Graph breaks Dynamo met while compiling it in this cell',
+    value: c => c.breaks ?? 0,
+    numeric: true,
+    width: '14%'
+  },
+  {
+    id: 'recompiles',
+    label: 'Recomp.',
+    title: 'Times it was compiled again for new inputs in this cell',
+    value: c => c.recompiles ?? 0,
+    text: c => `${c.recompiles ?? 0}${c.limit_hit ? ' (limit)' : ''}`,
+    numeric: true,
+    width: '16%'
+  },
+  { id: 'compile_s', label: 'Time', value: c => c.compile_s ?? 0, text: c => formatSeconds(c.compile_s ?? 0), numeric: true, width: '16%' },
+  { id: 'location', label: 'Defined', priority: 3, value: c => c.location, width: '10%' }
+];
+
+export function compileRowClass(c: ICompileRecord): string {
+  return c.limit_hit ? 'tm-mod-error' : c.breaks || c.recompiles ? 'tm-mod-warning' : '';
+}
+
+/** "step (line 3): 2 graphs, 1 break, recompiled twice: `x.shape[0]` changed 8 → 9". */
+export function compileRowTitle(c: ICompileRecord): string {
+  const parts = [
+    `${c.name} (${c.location})${c.line !== null && c.line !== undefined ? `, first compiled at line ${c.line}` : ''}`,
+    `${plural(c.graphs ?? 0, 'graph')}, ${plural(c.breaks ?? 0, 'break')}, ${plural(c.recompiles ?? 0, 'recompilation')}, ${formatSeconds(c.compile_s ?? 0)} compiling`
+  ];
+  if (c.limit_hit) {
+    parts.push('recompile limit reached: new inputs run uncompiled');
+  }
+  const reasons = Array.isArray(c.reasons) ? c.reasons.filter(r => typeof r === 'string' && r) : [];
+  if (reasons.length) {
+    parts.push(`why: ${reasons.join('; ')}`);
+  }
+  return parts.join('\n');
+}

@@ -45,6 +45,18 @@ only_in_b = torch.zeros(5, 2, dtype=torch.int64)
 d = {"<img src=x onerror=window.__pwned=1>": torch.ones(1)}
 """
 
+CHECK_C = """%%torchcheck
+import torch
+
+@torch.compile(backend="eager")
+def step(x):
+    print("inside step")
+    return x * 2
+
+for n in (4, 5):
+    out = step(torch.randn(n))
+"""
+
 
 def write_notebook(lab: LabServer, name: str, check: str) -> None:
     nb = nbformat.v4.new_notebook()
@@ -94,6 +106,7 @@ def open_panel(page: Page) -> None:
 def notebooks(lab: LabServer) -> LabServer:
     write_notebook(lab, "a.ipynb", CHECK_A)
     write_notebook(lab, "b.ipynb", CHECK_B)
+    write_notebook(lab, "c.ipynb", CHECK_C)
     return lab
 
 
@@ -203,6 +216,26 @@ def test_kernel_restart_resets_the_panel(page: Page) -> None:
     expect(page.locator(f"{PANEL} .tm-Finding")).to_have_count(0, timeout=KERNEL_TIMEOUT)
     panel_state(page, "not-loaded")
     expect(page.locator(f"{PANEL} .tm-Status")).to_contain_text("%load_ext torchmagic")
+
+
+def test_compiled_cell_fills_the_compile_section(page: Page) -> None:
+    page.locator(".jp-DirListing-item", has_text="c.ipynb").dblclick()
+    expect(page.locator(f"{NOTEBOOK} .jp-Cell").first).to_contain_text("c.ipynb", timeout=KERNEL_TIMEOUT)
+    panel_state(page, "not-loaded")
+    expect(page.locator(f"{PANEL} [data-section='compile']")).to_be_hidden()
+    run_cell(page, 1)
+    panel_state(page, "attached")
+    run_cell(page, 2)
+    finding = page.locator(f"{PANEL} .tm-Finding[data-rule='TM950']")
+    expect(finding).to_be_visible(timeout=KERNEL_TIMEOUT)
+    expect(finding).to_contain_text("print")
+    section = page.locator(f"{PANEL} [data-section='compile']")
+    expect(section).to_be_visible()
+    section.locator("summary").click()
+    row = section.locator("tbody tr", has_text="step")
+    expect(row).to_be_visible()
+    assert "x.shape[0]" in (row.get_attribute("title") or "")
+    page.locator(PANEL).screenshot(path=str(ARTIFACTS / "sidebar-compile.png"))
 
 
 def widen_panel(page: Page, width: int) -> None:

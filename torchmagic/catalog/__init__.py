@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import autograd, config, data, devices, errors, indexing, io, models, sync, training
+from . import autograd, compile, config, data, devices, errors, indexing, io, models, sync, training
 from .model import EVIDENCE_KINDS, Rule
 
 __all__ = ["EVIDENCE_KINDS", "RULES", "Rule", "all_rules", "get", "require", "selected"]
@@ -18,7 +18,7 @@ __all__ = ["EVIDENCE_KINDS", "RULES", "Rule", "all_rules", "get", "require", "se
 
 def _collect() -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
-    for family in (errors, models, devices, sync, autograd, training, io, indexing, data, config):
+    for family in (errors, models, devices, sync, autograd, training, io, indexing, data, config, compile):
         for r in family.RULES:
             if r.id in rules:
                 raise ValueError(f"rule {r.id} declared twice")

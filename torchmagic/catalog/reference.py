@@ -23,6 +23,7 @@ FAMILIES = {
     "7": "Vectorisation and indexing",
     "8": "Data loading",
     "9": "Configuration and deprecated APIs",
+    "95": "torch.compile: graph breaks and recompilations",
 }
 EVIDENCE = {
     "static": "the cell's (or file's) source",
@@ -48,6 +49,12 @@ def _section(r: Rule) -> str:
     return "\n".join(parts)
 
 
+def _family(rule_id: str) -> str:
+    """The longest family prefix of the ID's digits: "95" for TM950, "9" for TM901."""
+    digits = rule_id[2:]
+    return max((k for k in FAMILIES if digits.startswith(k)), key=len, default=digits[:1])
+
+
 def markdown() -> str:
     rules = all_rules()
     out = [
@@ -67,9 +74,10 @@ def markdown() -> str:
     ]
     family = None
     for r in rules:
-        if r.id[2] != family:
-            family = r.id[2]
-            out += ["", f"## TM{family}xx — {FAMILIES.get(family, '')}"]
+        key = _family(r.id)
+        if key != family:
+            family = key
+            out += ["", f"## TM{key}{'x' * (3 - len(key))} — {FAMILIES.get(key, '')}"]
         out += ["", _section(r)]
     return "\n".join(out) + "\n"
 

@@ -3,8 +3,8 @@
 A collector is started just before the cell's code runs and stopped right after it, even
 when the cell raises or is interrupted. `stop` only removes what `start` installed (it runs
 first, before anything else after the cell); `collect` then turns what was seen into records
-on `run.report` (syncs, shape trace, memory) or `run.records` (mode events, the cell's
-error). Collectors live as long as the loaded extension and keep only weak references
+on `run.report` (syncs, shape trace, memory, compile) or `run.records` (mode events, the
+cell's error, graph breaks and recompilations). Collectors live as long as the loaded extension and keep only weak references
 between cells. Runtime rules (`runtime/rules`) turn the records into findings.
 """
 
@@ -28,6 +28,7 @@ class Collector(Protocol):
 
 def make_collectors() -> list[Collector]:
     """One of each, in start order (stopped in reverse)."""
+    from .compile import CompileWatch
     from .errors import CellError
     from .memory import CudaMemoryProbe
     from .modes import ModeRecorder
@@ -36,4 +37,4 @@ def make_collectors() -> list[Collector]:
 
     modes = ModeRecorder()
     # one pair of global module hooks for the cell: the tracer's, which feeds the mode recorder
-    return [SyncProbe(), modes, ShapeTracer(modes), CudaMemoryProbe(), CellError()]
+    return [CompileWatch(), SyncProbe(), modes, ShapeTracer(modes), CudaMemoryProbe(), CellError()]

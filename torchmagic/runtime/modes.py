@@ -28,7 +28,7 @@ from torch.nn.modules.dropout import _DropoutNd
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..live import meta
-from .hooks import remove_handles
+from .hooks import keep_out_of_dynamo, remove_handles
 
 if TYPE_CHECKING:
     from ..run import CellRun
@@ -111,19 +111,30 @@ class ModeRecorder:
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self, run: CellRun) -> None:
         """The forward pre-hook is the shape tracer's (one global hook for both): it calls
-        `observe` for the layers `kind_of` marks. Here only the optimizer step hook."""
+        `observe` for the layers `kind_of` marks. Here only the optimizer step hook, and only
+        once a backward pass went through an eval-mode layer: a global optimizer hook makes
+        Dynamo specialise a compiled optimizer step on it (it guards on the hook count), so
+        a cell that trains normally must not have one."""
         self.stop(run)
         self._reset(run)
         try:
             self._benchmark_at_start = bool(torch.backends.cudnn.benchmark)
         except Exception:
             self._benchmark_at_start = False
-        self._handles = [register_optimizer_step_pre_hook(self._on_step)]
+        keep_out_of_dynamo(self._on_step, self._on_backward(0))
+
+    def _install(self) -> None:
+        if not self._handles:
+            self._handles = [register_optimizer_step_pre_hook(self._on_step)]
+
+    def _uninstall(self) -> None:
+        handles, self._handles = self._handles, []
+        remove_handles(handles)
 
     def stop(self, run: CellRun | None = None) -> None:
-        handles = self._handles + self._tensor_hooks
-        self._handles, self._tensor_hooks = [], []
-        remove_handles(handles)
+        self._uninstall()
+        hooks, self._tensor_hooks = self._tensor_hooks, []
+        remove_handles(hooks)
 
     def collect(self, run: CellRun) -> None:
         try:
@@ -212,6 +223,7 @@ class ModeRecorder:
                     if event is not None:
                         line = self._line()
                         self._eval_backward[key] = LayerEvent(event.ref, event.type, line or event.line)
+                        self._install()  # now an optimizer step after this backward is TM506
             except Exception:
                 pass
             return None

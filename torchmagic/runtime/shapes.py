@@ -6,6 +6,10 @@ tracer keeps, per module, a weak reference and metadata (shapes, dtype, device, 
 count); the names a user would type (`net.encoder.0`) are resolved once, at `stop`, by
 walking the namespace's modules. Repeated calls only bump a counter, so the cost per module
 call stays around a microsecond or two on top of PyTorch's own hook dispatch.
+
+Under `torch.compile` the hooks step aside while Dynamo compiles (`hooks.aside_while_compiling`):
+what it compiles is what it would compile without them. Compiled code does not call them for
+the submodules it inlined, so a compiled model shows as one call of its top module.
 """
 
 from __future__ import annotations
@@ -21,7 +25,14 @@ from torch.nn.modules import module as _module_mod
 
 from ..live import meta
 from ..report import ShapeRecord
-from .hooks import _paused, quiet_compile_warning, remove_handles, restore_warnings
+from .hooks import (
+    _paused,
+    aside_while_compiling,
+    keep_out_of_dynamo,
+    quiet_compile_warning,
+    remove_handles,
+    restore_warnings,
+)
 
 if TYPE_CHECKING:
     from ..run import CellRun
@@ -103,6 +114,7 @@ class ShapeTracer:
 
     def __init__(self, modes: ModeRecorder | None = None) -> None:
         self._handles: list[Any] = []
+        self._aside: Any = None  # removes the compile callbacks that pause the hooks
         self._warning_filter: Any = None
         self._calls: dict[int, _Call] = {}
         # the mode recorder (TM505/TM506/TM901) shares these hooks: one global pre-hook for both
@@ -125,17 +137,30 @@ class ShapeTracer:
         # without shape records the hooks still serve the mode checks and TM001's module chain
         self._shapes = run.options.trace_shapes
         self._warning_filter = quiet_compile_warning()
+        self._install()
+        keep_out_of_dynamo(self._pre, self._post)
+        self._aside = aside_while_compiling(self._uninstall, self._install)
+
+    def _install(self) -> None:
+        if self._handles:
+            return
         self._handles = [
             _module_mod.register_module_forward_pre_hook(self._pre),
             _module_mod.register_module_forward_hook(self._post, with_kwargs=True, always_call=True),
         ]
 
+    def _uninstall(self) -> None:
+        handles, self._handles = self._handles, []
+        remove_handles(handles)
+
     def stop(self, run: CellRun | None = None) -> None:
+        aside, self._aside = self._aside, None
+        if aside is not None:
+            aside()
         entry, self._warning_filter = self._warning_filter, None
         if entry is not None:
             restore_warnings(entry)
-        handles, self._handles = self._handles, []
-        remove_handles(handles)
+        self._uninstall()
 
     def collect(self, run: CellRun) -> None:
         calls, self._calls = self._calls, {}

@@ -35,7 +35,12 @@ charged to a line. Nothing here initialises CUDA, changes results, or touches wa
 
 `torch.compile`: a call traced by dynamo goes straight to the original method; compiled
 graphs do not pass through the wrappers when they run, so only syncs at graph breaks are
-timed.
+timed. Dynamo guards on the identity of the `torch.*` functions a compiled function calls
+(`torch.where`, `torch.nonzero`, `torch.cuda.synchronize`): replacing them for one cell would
+compile such a function again in that cell and again in the next. So in a cell that may
+compile or run compiled code (`hooks.compile_in_play`) only the `Tensor` methods (and
+Stream/Event methods) are wrapped, which Dynamo resolves by name: there `torch.nonzero(x)`
+is not timed, `x.nonzero()` is.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ import torch
 
 from ..report import SyncRecord
 from .frames import CellLocator
+from .hooks import aside_while_compiling, compile_in_play, keep_out_of_dynamo
 
 if TYPE_CHECKING:
     from ..run import CellRun
@@ -302,17 +308,19 @@ class ExplicitSyncs:
         # (owner, attribute, original, whether the owner itself defined it)
         self._saved: list[tuple[Any, str, Any, bool]] = []
 
-    def install(self) -> None:
+    def install(self, module_functions: bool = True) -> None:
         for owner_path, attr, label in self.targets:
             owner = _resolve(owner_path)
-            if owner is None:
+            if owner is None or (not module_functions and not isinstance(owner, type)):
                 continue
             own = isinstance(owner, type) and attr in owner.__dict__
             original = owner.__dict__[attr] if own else getattr(owner, attr, None)
             if original is None:
                 continue
-            setattr(owner, attr, self._timed(original, label))
+            timed = self._timed(original, label)
+            setattr(owner, attr, timed)
             self._saved.append((owner, attr, original, own or not isinstance(owner, type)))
+            keep_out_of_dynamo(timed)
 
     def uninstall(self) -> None:
         saved, self._saved = self._saved, []
@@ -361,16 +369,22 @@ class SyncWrappers:
         self.depth = 0  # > 0 while a timed call runs (on the ledger's thread)
         self._saved: list[tuple[Any, str, Any, bool]] = []
 
-    def install(self) -> None:
+    def install(self, module_functions: bool = True) -> None:
+        """`module_functions=False`: wrap the `Tensor` methods only (see the module docstring)."""
         for key, name in OP_NAMES.items():
             owner_name, attr = name.split(".", 1)
             owner = Tensor if owner_name == "Tensor" else torch
+            if owner is torch and not module_functions:
+                continue
             own = owner is torch or attr in owner.__dict__
             current = owner.__dict__[attr] if own and owner is Tensor else getattr(owner, attr, None)
             if current is None:
                 continue
-            setattr(owner, attr, self._timed(current, key, name))
+            wrapper = self._timed(current, key, name)
+            setattr(owner, attr, wrapper)
             self._saved.append((owner, attr, current, own))
+        if self._saved:
+            keep_out_of_dynamo(wrapper)  # one code object for every wrapper
 
     def uninstall(self) -> None:
         saved, self._saved = self._saved, []
@@ -426,6 +440,7 @@ class SyncProbe:
         self._ledger: SyncLedger | None = None
         self._wrappers: SyncWrappers | None = None
         self._explicit: ExplicitSyncs | None = None
+        self._aside: Callable[[], None] | None = None
 
     def start(self, run: CellRun) -> None:
         self.stop(run)
@@ -436,17 +451,34 @@ class SyncProbe:
         if not devices:
             return
         self._ledger = ledger = SyncLedger(run.locator)
+        module_functions = not compile_in_play(run.raw_cell)
         try:
             if "cuda" in devices:
                 self._explicit = ExplicitSyncs(ledger)
-                self._explicit.install()
+                self._explicit.install(module_functions)
             self._wrappers = SyncWrappers(ledger, devices)
-            self._wrappers.install()
+            self._wrappers.install(module_functions)
+            # Dynamo would trace the wrappers into what it compiles: they step aside meanwhile
+            self._aside = aside_while_compiling(self._pause, lambda: self._resume(module_functions))
         except Exception as exc:  # a probe that cannot start must not break the cell
             self.stop(run)
             run.report.errors.append(f"sync probe: could not start: {exc!r}")
 
+    def _pause(self) -> None:
+        for part in (self._wrappers, self._explicit):
+            if part is not None:
+                part.uninstall()
+
+    def _resume(self, module_functions: bool) -> None:
+        for part in (self._wrappers, self._explicit):
+            if part is not None:
+                part.uninstall()  # never wrap twice
+                part.install(module_functions)
+
     def stop(self, run: CellRun | None = None) -> None:
+        aside, self._aside = self._aside, None
+        if aside is not None:
+            aside()
         wrappers, self._wrappers = self._wrappers, None
         explicit, self._explicit = self._explicit, None
         if wrappers is not None:

@@ -69,7 +69,7 @@ def report_message(
     """The comm payload for one checked cell: ``{"type": "report", "report": ...}``."""
     data = report.to_dict(max_rows=max_rows)
     truncated: dict[str, int] = dict(data.pop("truncated", {}))
-    for key in ("tensors", "modules", "shape_trace", "syncs", "findings"):
+    for key in ("tensors", "modules", "shape_trace", "syncs", "findings", "compile"):
         rows = data.get(key)
         if isinstance(rows, list) and len(rows) > max_rows:
             truncated[key] = len(rows)

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 
 from ..lint.fixes import preview
-from ..report import Finding, ModuleRecord, Report, ShapeRecord, SyncRecord, TensorRecord
+from ..report import CompileRecord, Finding, ModuleRecord, Report, ShapeRecord, SyncRecord, TensorRecord
 from .summary import human_bytes, human_seconds, summary_line
 
 SEVERITY_COLOURS = {"error": "#d32f2f", "warning": "#ef6c00", "info": "#1976d2"}
@@ -226,6 +226,30 @@ def syncs_table(syncs: Sequence[SyncRecord], limit: int | None = MAX_ROWS) -> st
     return table(["line", "count", "waited", "ops", "code"], rows, len(ordered))
 
 
+def compile_table(records: Sequence[CompileRecord], limit: int | None = MAX_ROWS) -> str:
+    """One row per function `torch.compile` compiled in the cell: graphs, breaks, recompiles,
+    the time it took, and why it recompiled."""
+    if not records:
+        return empty("Nothing was compiled in this cell.")
+    rows = []
+    for c in records[: _limit(len(records), limit)]:
+        notes = [inline_code(r) for r in c.reasons]
+        if c.limit_hit:
+            notes.insert(0, "<b style='color:#d32f2f'>recompile limit reached: new inputs run uncompiled</b>")
+        where = escape(c.location) + (
+            f" <span class='tm-muted'>(called at line {c.line})</span>" if c.line else ""
+        )
+        rows.append(
+            f"<tr>{_td(c.name, code=True)}<td>{where}</td>{_td(c.graphs)}{_td(c.breaks)}{_td(c.recompiles)}"
+            f"{_td(human_seconds(c.compile_s))}<td>{'<br>'.join(notes)}</td></tr>"
+        )
+    return table(
+        ["function", "defined", "graphs", "breaks", "recompiles", "compiling", "why it recompiled"],
+        rows,
+        len(records),
+    )
+
+
 def summary_colour(report: Report) -> str:
     counts = report.counts()
     for severity in ("error", "warning"):
@@ -259,14 +283,15 @@ def render_html(report: Report, *, sections: bool = True) -> str:
             _section("Modules", len(report.modules), modules_table(report.modules)),
             _section("Shapes", len(report.shape_trace), shapes_table(report.shape_trace)),
             _section("Syncs", report.sync_count(), syncs_table(report.syncs)),
+            _section("Compile", len(report.compile), compile_table(report.compile)),
         ]
     return wrap("".join(parts))
 
 
 def has_news(report: Report) -> bool:
-    """Something a checked cell should show in full: findings, internal errors, forward passes
-    or synchronisations it made. The namespace's tensors alone are not news."""
-    return bool(report.findings or report.errors or report.shape_trace or report.syncs)
+    """Something a checked cell should show in full: findings, internal errors, forward passes,
+    synchronisations or compilations it made. The namespace's tensors alone are not news."""
+    return bool(report.findings or report.errors or report.shape_trace or report.syncs or report.compile)
 
 
 class QuietReport:

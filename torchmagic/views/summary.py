@@ -30,6 +30,10 @@ def summary_parts(report: Report) -> list[str]:
     if n_sync:
         pct = f" ({100 * report.sync_s / report.elapsed_s:.0f}% of the cell)" if report.elapsed_s > 0 else ""
         parts.append(f"{_plural(n_sync, 'sync')} · {human_seconds(report.sync_s)} waited{pct}")
+    if report.compile:
+        parts.append(
+            f"compiled {_plural(len(report.compile), 'function')} in {human_seconds(report.compile_s())}"
+        )
     for device, nbytes in sorted(report.memory_by_device().items()):
         parts.append(f"{device} {human_bytes(nbytes)}")
     model_bytes = sum(m.nbytes for m in report.modules)

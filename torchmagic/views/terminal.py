@@ -88,6 +88,28 @@ class TerminalReport:
             for s in sorted(report.syncs, key=lambda s: -s.seconds)[: self.max_rows]:
                 table.add_row(str(s.line), s.code.strip(), str(s.count), human_seconds(s.seconds))
             yield table
+        if report.compile:
+            table = Table(title="compile", title_justify="left", box=None, padding=(0, 1))
+            table.add_column("function")
+            for col in ("graphs", "breaks", "recompiles", "time"):
+                table.add_column(col, justify="right", no_wrap=True)
+            table.add_column("why it recompiled", ratio=1)
+            for c in report.compile[: self.max_rows]:
+                why = "; ".join(c.reasons)
+                if c.limit_hit:
+                    why = "recompile limit reached: new inputs run uncompiled" + (f"; {why}" if why else "")
+                name = Text(c.name)
+                name.append(f" ({c.location})", style="dim")
+                table.add_row(
+                    name,
+                    str(c.graphs),
+                    str(c.breaks),
+                    str(c.recompiles),
+                    human_seconds(c.compile_s),
+                    why,
+                    style="red" if c.limit_hit else None,
+                )
+            yield table
         for err in report.errors:
             yield Text(f"torchmagic internal error: {err}", style="red")
 

@@ -1,4 +1,5 @@
-"""ipywidgets view of a Report: summary line and tabs (Findings, Tensors, Modules, Shapes, Syncs).
+"""ipywidgets view of a Report: summary line and tabs (Findings, Tensors, Modules, Shapes, Syncs,
+and Compile when the cell compiled something).
 
 `render_widget(report)` returns a `ReportView`. Displayed in a live notebook it is an
 interactive widget (sortable tensor table, "show all" per tab); wherever widgets cannot
@@ -19,6 +20,7 @@ from typing import Any
 from ..report import Finding, Report
 from .html import (
     TENSOR_SORTS,
+    compile_table,
     findings_table,
     inline_code,
     mimebundle,
@@ -39,14 +41,18 @@ def summary_html(report: Report) -> str:
     return wrap(f"<b style='color:{summary_colour(report)}'>{escape(summary_line(report))}</b>")
 
 
+COMPILE_TAB = 5  # shown only for a cell that compiled something
+
+
 def _titles(report: Report) -> tuple[str, ...]:
-    return (
+    titles = (
         f"Findings ({len(report.findings)})",
         f"Tensors ({len(report.tensors)})",
         f"Modules ({len(report.modules)})",
         f"Shapes ({len(report.shape_trace)})",
         f"Syncs ({report.sync_count()})",
     )
+    return (*titles, f"Compile ({len(report.compile)})") if report.compile else titles
 
 
 def _tab_body(
@@ -60,6 +66,8 @@ def _tab_body(
         return wrap(modules_table(report.modules, limit))
     if index == 3:
         return wrap(shapes_table(report.shape_trace, limit))
+    if index == COMPILE_TAB:
+        return wrap(compile_table(report.compile, limit))
     return wrap(syncs_table(report.syncs, limit))
 
 
@@ -123,8 +131,9 @@ class ReportView:
     def _build(self) -> Any:
         import ipywidgets as w
 
-        self._summary = w.HTML(summary_html(self.report))
-        self._panes = [w.HTML() for _ in range(5)]
+        r = self.report
+        self._summary = w.HTML(summary_html(r))
+        self._panes = [w.HTML() for _ in range(6 if r.compile else 5)]
         self._sort = w.Dropdown(
             options=list(TENSOR_SORTS),
             value=self.sort_key,
@@ -140,8 +149,9 @@ class ReportView:
         findings_box = w.VBox([self._panes[0], *self._fix_rows(w)])
         children = [findings_box, tensors_box, *self._panes[2:]]
         self._tab = w.Tab(children=children)
-        r = self.report
         self._rows = [len(r.findings), len(r.tensors), len(r.modules), len(r.shape_trace), len(r.syncs)]
+        if r.compile:
+            self._rows.append(len(r.compile))
         self._all = w.ToggleButton(value=False, description="show all")
         self._all.observe(self._on_all, names="value")
         self._tab.observe(self._on_tab, names="selected_index")

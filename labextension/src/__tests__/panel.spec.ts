@@ -112,12 +112,51 @@ describe('TorchmagicPanel', () => {
     panel.dispose();
   });
 
+  it('shows a Compile section only for a cell that compiled something', () => {
+    const reveal = jest.fn();
+    const panel = mount(new TorchmagicPanel({ reveal }));
+    const source = new FakeSource();
+    panel.setSource(source);
+    source.push();
+    const section = () => panel.node.querySelector<HTMLDetailsElement>('[data-section="compile"]')!;
+    expect(section().hidden).toBe(true);
+    source.push(
+      sampleReport({
+        cell_id: 'cell-3',
+        compile: [
+          { name: 'step', location: 'line 2', line: 9, graphs: 3, breaks: 2, recompiles: 1, compile_s: 1.5, limit_hit: false, reasons: ['`x.shape[0]` changed 8 → 9'] },
+          { name: 'model', location: 'cell [4], line 3', line: 11, graphs: 1, breaks: 0, recompiles: 8, compile_s: 0.25, limit_hit: true, reasons: [] }
+        ]
+      })
+    );
+    expect(section().hidden).toBe(false);
+    expect(section().querySelector('.tm-Section-count')!.textContent).toBe('2');
+    const rows = section().querySelectorAll<HTMLElement>('tbody tr');
+    expect(rows).toHaveLength(2);
+    expect(rows[0].textContent).toContain('step');
+    expect(rows[0].title).toContain('`x.shape[0]` changed 8 → 9');
+    expect(rows[1].textContent).toContain('8 (limit)');
+    expect(rows[1].className).toContain('tm-mod-error');
+    expect(panel.node.querySelector('.tm-Summary')!.textContent).toContain('compiled 2 functions · 1.75 s');
+    rows[0].click();
+    expect(reveal).toHaveBeenLastCalledWith('cell-3', expect.objectContaining({ line: 9 }));
+    source.push(sampleReport({ cell_id: 'cell-4' }));
+    expect(section().hidden).toBe(true);
+    panel.dispose();
+  });
+
   it('escapes internal errors and everything else from the kernel', () => {
     const panel = mount(new TorchmagicPanel());
     const source = new FakeSource();
     source.kernelName = EVIL;
     panel.setSource(source);
-    source.push(sampleReport({ errors: [EVIL], modules: [{ name: EVIL, type: EVIL, params: 1, trainable: 1, devices: [EVIL], dtypes: [], training: false, nbytes: 0 }] }));
+    source.push(
+      sampleReport({
+        errors: [EVIL],
+        modules: [{ name: EVIL, type: EVIL, params: 1, trainable: 1, devices: [EVIL], dtypes: [], training: false, nbytes: 0 }],
+        compile: [{ name: EVIL, location: EVIL, line: 1, reasons: [EVIL] }]
+      })
+    );
     expect(panel.node.querySelector('img')).toBeNull();
     expect(panel.node.querySelector('.tm-Error')!.textContent).toBe(`torchmagic: ${EVIL}`);
     panel.dispose();

@@ -2,7 +2,18 @@ import { formatBytes, formatShape, formatSeconds } from '../format';
 import { withCode } from '../dom';
 import { indexCatalog } from '../ruledoc';
 import { IFinding, IRuleDoc } from '../types';
-import { evidenceOf, findingKey, renderFinding, renderFindings, renderMemoryTotals, renderSummary, tensorRowTitle } from '../views';
+import {
+  COMPILE_COLUMNS,
+  compileRowClass,
+  compileRowTitle,
+  evidenceOf,
+  findingKey,
+  renderFinding,
+  renderFindings,
+  renderMemoryTotals,
+  renderSummary,
+  tensorRowTitle
+} from '../views';
 import { EVIL, sampleReport } from './fixtures';
 
 describe('formatters', () => {
@@ -336,5 +347,30 @@ describe('indexCatalog', () => {
     expect(catalog.get('TM101')).toEqual({ id: 'TM101', name: 'tensor-created-in-forward', severity: 'warning', what: 'w', evidence: ['static', 'live'] });
     expect(indexCatalog(undefined).size).toBe(0);
     expect(indexCatalog({ TM101: {} }).size).toBe(0);
+  });
+});
+
+describe('compile rows', () => {
+  const step = { name: 'step', location: 'line 2', line: 9, graphs: 3, breaks: 2, recompiles: 2, compile_s: 1.5, reasons: ['`x.shape[0]` changed 8 → 9', '`self.flag` changed (was True)'] };
+
+  it('says what Dynamo did, and why it recompiled, in the row title', () => {
+    const title = compileRowTitle(step);
+    expect(title).toContain('step (line 2), first compiled at line 9');
+    expect(title).toContain('3 graphs, 2 breaks, 2 recompilations, 1.50 s compiling');
+    expect(title).toContain('why: `x.shape[0]` changed 8 → 9; `self.flag` changed (was True)');
+    expect(compileRowTitle({ name: 'm', location: 'torch.nn.Linear', limit_hit: true })).toContain('recompile limit reached');
+  });
+
+  it('marks functions that broke or recompiled, and the recompile limit', () => {
+    expect(compileRowClass(step)).toBe('tm-mod-warning');
+    expect(compileRowClass({ name: 'f', location: 'line 1', graphs: 1 })).toBe('');
+    expect(compileRowClass({ name: 'f', location: 'line 1', limit_hit: true })).toBe('tm-mod-error');
+    const recompiles = COMPILE_COLUMNS.find(c => c.id === 'recompiles')!;
+    expect(recompiles.text!({ name: 'f', location: 'x', recompiles: 8, limit_hit: true })).toBe('8 (limit)');
+  });
+
+  it('adds the compile time to the summary only when something was compiled', () => {
+    expect(renderSummary(sampleReport()).textContent).not.toContain('compiled');
+    expect(renderSummary(sampleReport({ compile: [step] })).textContent).toContain('compiled 1 function · 1.50 s');
   });
 });
