@@ -49,7 +49,11 @@ def cell_frames(exc: BaseException | None) -> list[tuple[int, str]]:
 def test_checked_cell_behaves_like_plain_cell(shell, name: str) -> None:
     body = PROGRAMS[name]
     # The same body under a comment line, so line numbers match the %%torchcheck cell.
+    # IPython stops updating `_` once user code assigned it (`for _ in ...` in an earlier
+    # test's cell): start each run with it unassigned, as in a fresh session
+    shell.user_ns.pop("_", None)
     plain, plain_cap = run(shell, "# plain\n" + body)
+    shell.user_ns.pop("_", None)
     checked, checked_cap = run(shell, "%%torchcheck\n" + body)
     assert normalise(checked_cap.stdout) == normalise(plain_cap.stdout)
     assert checked_cap.stderr == plain_cap.stderr
