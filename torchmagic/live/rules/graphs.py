@@ -21,7 +21,7 @@ from typing import Any
 from ...catalog import Rule
 from ...report import human_bytes
 from .. import meta
-from ..graphs import saved_state, storage_key
+from ..graphs import SavedState, saved_state, storage_key
 from ..registry import LiveFinding, LiveView, live_check
 
 MIN_TENSORS = 2
@@ -43,6 +43,11 @@ def _scalar(t: object) -> bool:
         return False
 
 
+def _kept(state: SavedState) -> bool:
+    """Separate graphs keep at least MIN_BYTES beyond the biggest one (one step's graph)."""
+    return len(state.graphs) >= MIN_TENSORS and state.beyond_largest >= MIN_BYTES
+
+
 @live_check("TM401")
 def graphs_kept_alive(view: LiveView, rule: Rule) -> Iterator[LiveFinding]:
     objects = view.snapshot.objects
@@ -54,11 +59,17 @@ def graphs_kept_alive(view: LiveView, rule: Rule) -> Iterator[LiveFinding]:
         with_graph = [t for t in tensors if _grad_fn(t) is not None]
         if len(with_graph) < MIN_TENSORS:
             continue
+        roots = [_grad_fn(t) for t in with_graph]
+        state = saved_state(roots)
+        if not _kept(state):
+            # back-propagated already, one step's graph, or keeping too little to matter
+            continue
+        # Only then what the namespace holds anyway (it can only lower the count): a list of
+        # losses that `.backward()` released, the usual case, costs one walk and no more.
         if held is None:
             held = {k for _, t in objects.tensors if (k := storage_key(t)) is not None}
-        state = saved_state([_grad_fn(t) for t in with_graph], held=held)
-        if len(state.graphs) < MIN_TENSORS or state.beyond_largest < MIN_BYTES:
-            # back-propagated already, one step's graph, or keeping too little to matter
+        state = saved_state(roots, held=held)
+        if not _kept(state):
             continue
         if all(_scalar(t) for t in with_graph):
             fix = f"Store `loss.item()` in `{name}` (or `loss.detach()` to stay on the device)."
