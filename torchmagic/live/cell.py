@@ -78,9 +78,7 @@ def _innermost(
 
 def root_name(name: str) -> str:
     """`net` for `net.layers[0]`: the namespace name a dotted or indexed name starts with."""
-    dot, bracket = name.find("."), name.find("[")
-    ends = [i for i in (dot, bracket) if i >= 0]
-    return name[: min(ends)] if ends else name
+    return name.partition(".")[0].partition("[")[0]
 
 
 def cell_names(raw_cell: str) -> CellNames:
