@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 import copy
 import re
+import sys
 
 from ...report import Fix
 from ..context import Context, LoopInfo, grad_context
 from ..fixes import fix_of
-from ..kinds import MODULE, NUMBER
+from ..kinds import DEVICE, DTYPE, MODULE, NONE, NUMBER, PARAMETER, SHAPE, STRING, TENSOR
 from ..registry import check
 from ._common import call_chain, chain_root, name_like, receiver, unparse, unparse_operand
 from ._flow import (
@@ -589,6 +590,189 @@ def _bound_for_metadata_only(ctx: Context, node: ast.Attribute) -> bool:
     return bool(uses)
 
 
+# ---- TM403: is anything at stake in a `.data` read? -------------------------------------
+
+# torch factories whose result never requires grad unless told to (`requires_grad=True`), whatever
+# their arguments (not `as_tensor`, which returns a tensor argument as it is)
+_PLAIN_FACTORIES = frozenset(
+    {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "arange",
+        "eye",
+        "linspace",
+        "logspace",
+        "tensor",
+        "from_numpy",
+        "randperm",
+        "zeros_like",
+        "ones_like",
+        "empty_like",
+        "full_like",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+    }
+)
+_NOT_TENSORS = frozenset({NUMBER, DEVICE, DTYPE, STRING, NONE, SHAPE})
+
+
+def _live_grad(ctx: Context, name: str) -> bool | None:
+    """For a live tensor of an earlier cell: True when it is a parameter, requires grad or has a
+    graph; False for a plain `torch.Tensor` with neither; None when unknown (not a tensor, a
+    subclass, no kernel). Reads only the C-level `requires_grad`/`grad_fn` of exact types."""
+    obj = ctx.live_object(name)
+    torch = sys.modules.get("torch")
+    if obj is None or torch is None:
+        return None
+    t = type(obj)
+    if t is torch.nn.Parameter:
+        return True
+    if t is not torch.Tensor:
+        return None
+    try:
+        return bool(obj.requires_grad or obj.grad_fn is not None)
+    except Exception:
+        return None
+
+
+def _bound_once(ctx: Context, name: str) -> bool:
+    """`name` is assigned once in the scope and never switched to requiring grad
+    (`name.requires_grad_()`, `name.requires_grad = True`)."""
+    scope = scope_node(ctx)
+    stores = sum(
+        1
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+    )
+    if stores != 1:
+        return False
+    pattern = re.compile(rf"\b{re.escape(name)}\s*\.\s*requires_grad")
+    return not any(pattern.search(line) for line in ctx.lines)
+
+
+def _plain_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+    """A tensor that never required grad and has no graph: a torch factory without
+    `requires_grad` (`torch.linspace(...)`), torch functions, tensor methods and arithmetic of
+    such tensors and numbers, a name assigned once from one; live, a plain `torch.Tensor` with
+    `requires_grad` False and no `grad_fn`."""
+    if depth > 6:
+        return False
+    if isinstance(node, ast.Name):
+        origin = ctx.origin(node)
+        if origin is None:
+            return _live_grad(ctx, node.id) is False
+        return _bound_once(ctx, node.id) and _plain_tensor(ctx, origin, depth + 1)
+    if isinstance(node, ast.BinOp):
+        return _plain_operand(ctx, node.left, depth) and _plain_operand(ctx, node.right, depth)
+    if isinstance(node, ast.UnaryOp):
+        return _plain_tensor(ctx, node.operand, depth + 1)
+    if isinstance(node, ast.Subscript):
+        return _plain_tensor(ctx, node.value, depth + 1) and _plain_operand(ctx, node.slice, depth)
+    if not isinstance(node, ast.Call) or any(
+        kw.arg is None or (kw.arg == "requires_grad" and not _false(kw.value)) for kw in node.keywords
+    ):
+        return False
+    func = node.func
+    q = ctx.qualname(func) or ""
+    if q.startswith("torch.") and q.count(".") == 1 and q[6:] in _PLAIN_FACTORIES:
+        return True  # sizes, values or a copy: no graph comes through the arguments
+    args = [*node.args, *(kw.value for kw in node.keywords)]
+    if not all(_plain_operand(ctx, a, depth) for a in args):
+        return False
+    if q.startswith("torch."):
+        return q.count(".") == 1 and ctx.kind(node) == TENSOR
+    if isinstance(func, ast.Attribute) and not func.attr.startswith("requires_grad"):
+        return _plain_tensor(ctx, func.value, depth + 1)  # a tensor method of a plain tensor
+    return False
+
+
+def _false(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def _plain_operand(ctx: Context, node: ast.AST, depth: int) -> bool:
+    """An argument that brings no graph: a constant, a number, device, dtype or shape, a plain
+    tensor, or a tuple/list/slice of those."""
+    if isinstance(node, ast.Constant) or ctx.kind(node) in _NOT_TENSORS:
+        return True
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_plain_operand(ctx, e, depth) for e in node.elts)
+    if isinstance(node, ast.Slice):
+        return all(
+            _plain_operand(ctx, e, depth) for e in (node.lower, node.upper, node.step) if e is not None
+        )
+    if isinstance(node, ast.Starred):
+        return _plain_operand(ctx, node.value, depth)
+    return _plain_tensor(ctx, node, depth + 1)
+
+
+def _graph_rank(ctx: Context, owner: ast.AST, depth: int = 0) -> int:
+    """0: the owner is known to carry a graph or require grad (a parameter, a model output, a
+    tensor made with `requires_grad=True`, a live one that does, or one computed from those);
+    1: not known."""
+    if ctx.kind(owner) == PARAMETER or _is_model_output(ctx, owner):
+        return 0
+    if isinstance(owner, ast.Name):
+        origin = ctx.origin(owner)
+        if origin is None:
+            return 0 if _live_grad(ctx, owner.id) else 1
+        if isinstance(origin, ast.Call) and any(
+            kw.arg == "requires_grad" and not (isinstance(kw.value, ast.Constant) and not kw.value.value)
+            for kw in origin.keywords
+        ):
+            return 0
+        owner = origin
+    if depth < 3 and not isinstance(owner, ast.Name):
+        for sub in ast.walk(owner):
+            if isinstance(sub, ast.Name) and ctx.is_tensor(sub) and _graph_rank(ctx, sub, depth + 1) == 0:
+                return 0
+    return 1
+
+
+def _flag_read(ctx: Context, node: ast.Attribute, owner: str) -> None:
+    """A plain `.data` read. Several in one statement make one finding naming them all, the
+    ones that carry a graph first (`y_pred.data` before `X.data`), with one fix for all."""
+    stmt = ctx.statement()
+    reads: dict[int, tuple[list[tuple[int, str, ast.Attribute]], object]] = ctx.__dict__.setdefault(
+        "_torchmagic_data_reads", {}
+    )
+    entry = (_graph_rank(ctx, node.value), owner, node)
+    entries = [entry]
+    if stmt is not None and id(stmt) in reads:
+        earlier, finding = reads[id(stmt)]
+        ctx.findings[:] = [f for f in ctx.findings if f is not finding]
+        entries = sorted([*earlier, entry], key=lambda e: e[0])
+    lead = entries[0][2]
+    names = [f"`{o}.data`" for _, o, _ in entries]
+    reads_text = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    detached = " and ".join(f"`{o}.detach()`" for _, o, _ in entries)
+    spans = sorted((_pos(n), _end(n)) for _, _, n in entries)
+    in_order = sorted((n for _, _, n in entries), key=_pos)
+    overlap = any(a[1] > b[0] for a, b in zip(spans, spans[1:]))
+    ctx.flag(
+        lead,
+        f"{reads_text} {'reads the tensor' if len(entries) == 1 else 'read the tensors'} behind autograd's back.",
+        f"Read with {detached}.",
+        # unsafe: `.detach()` shares the version counter, so a later in-place write to the
+        # result now makes a backward that saved the tensor fail loudly (as it should)
+        fix=None
+        if overlap
+        else fix_of(
+            "Read with `.detach()`",
+            [ctx.edits.replace(n, f"{ctx.edits.atom(n.value)}.detach()") for n in in_order],
+            "unsafe",
+        ),
+    )
+    if stmt is not None:
+        reads[id(stmt)] = (entries, ctx.findings[-1])
+
+
 @check("TM403", attrs={"data"})
 def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     parent = ctx.parent
@@ -715,18 +899,9 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             )
         ctx.flag(node, f"`{owner}.data = ...` replaces the tensor behind autograd's back.", fix)
         return
-    ctx.flag(
-        node,
-        f"`{owner}.data` reads the tensor behind autograd's back.",
-        f"Read with `{owner}.detach()`.",
-        # unsafe: `.detach()` shares the version counter, so a later in-place write to the
-        # result now makes a backward that saved the tensor fail loudly (as it should)
-        fix=fix_of(
-            "Read with `.detach()`",
-            [ctx.edits.replace(node, f"{ctx.edits.atom(node.value)}.detach()")],
-            "unsafe",
-        ),
-    )
+    if _plain_tensor(ctx, owner_node):
+        return  # a tensor that never required grad: the read bypasses nothing
+    _flag_read(ctx, node, owner)
 
 
 @check("TM404", calls={"Variable"})
