@@ -212,6 +212,12 @@ RULES = [
             in between) with gradients on: no `no_grad`/`inference_mode` block around the loop or the
             forward, no decorator, no `backward()` (or `torch.autograd.grad`, optimizer step) in the
             loop, and nothing after it that back-propagates what it computed. Reported at the loop.
+            The forward may go through a function of the same source called in the loop
+            (`total += calc_loss(x, y).item()` with `def calc_loss(x, y): return crit(model(x), y)`,
+            a method `self.logits(x)`, or `score(net, x)` with `def score(m, x): m(x)`), also one
+            defined in an earlier notebook cell (from its source; in a kernel, the live function's),
+            when that function is not decorated with `no_grad`/`inference_mode`, runs the forward
+            outside such a block and does not back-propagate.
             """,
         why="""
             `model.eval()` only switches dropout and batch norm to inference; it does not stop

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 import re
 import sys
+import textwrap
+import types
 
 from ...report import Fix
 from ..context import Context, LoopInfo, grad_context
@@ -1245,8 +1248,117 @@ def _loop_head(node: ast.AST) -> str:
     return f"while {unparse(node.test, 30)}"  # type: ignore[attr-defined]
 
 
-@check("TM408", loops=True)
-def eval_without_no_grad(loop: LoopInfo, ctx: Context) -> None:
+NOTES = "TM408"  # ctx.notes key: module-level function -> {"params": [...], "calls": [...]}
+
+
+def _helper_def(ctx: Context, call: ast.Call) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
+    """The function of this source a call runs (`calc_loss(x, y)`, `self.score(x)`), with the
+    number of leading parameters the call does not pass (1 for `self`)."""
+    f = call.func
+    target: ast.AST | None = None
+    skip = 0
+    if isinstance(f, ast.Name):
+        target = ctx.origin(f)
+        mod = module_node(ctx)
+        if target is None and not ctx.defined(f.id) and isinstance(mod, ast.Module):
+            # defined further down the file: called once the whole file has run
+            target = next((n for n in mod.body if isinstance(n, _FN_NODES[:2]) and n.name == f.id), None)
+    elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" and ctx.cls:
+        target = next(
+            (s for s in ctx.cls.node.body if isinstance(s, _FN_NODES[:2]) and s.name == f.attr), None
+        )
+        skip = 1
+    if not isinstance(target, _FN_NODES[:2]):
+        return None
+    return target, skip
+
+
+def _fn_summary(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]] | None:
+    """What a function calls with gradients on (`model`, `m`, `self.net.forward` -> `self.net`)
+    and its parameters; None when it runs with gradients off (a `no_grad`/`inference_mode`
+    decorator) or back-propagates."""
+    if any(_grad_off(ctx, d) for d in fn.decorator_list) or _calls_backward(ctx, fn):
+        return None
+    calls: list[str] = []
+    for sub, guarded in _body_nodes(ast.For(body=fn.body, orelse=[]), ctx):
+        if guarded or not isinstance(sub, ast.Call):
+            continue
+        g = sub.func
+        if isinstance(g, ast.Attribute) and g.attr == "forward":
+            g = g.value
+        if isinstance(g, (ast.Name, ast.Attribute)):
+            text = ast.unparse(g)
+            if text not in calls:
+                calls.append(text)
+    return {"params": [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)], "calls": calls[:64]}
+
+
+def _helper_forward(ctx: Context, call: ast.Call, receivers: set[str]) -> tuple[str, str] | None:
+    """`(what the helper calls, module)` when the call runs a function of this source (or of an
+    earlier notebook cell) that calls one of `receivers` (modules switched to eval) with
+    gradients on: not decorated with `no_grad`/`inference_mode`, the forward not under such a
+    block, no backward in it. A module passed as an argument counts as the one passed
+    (`score(net, x)` with `def score(m, x): m(x)`)."""
+    found = _helper_def(ctx, call)
+    if found is not None:
+        summary = _fn_summary(ctx, found[0])
+        skip = found[1]
+    elif isinstance(call.func, ast.Name) and ctx.origin(call.func) is None:
+        # a function of an earlier cell: known from its source (CLI) or the live function's
+        summary = ctx.notes.get(NOTES, {}).get(call.func.id) or _live_summary(ctx, call.func.id)
+        skip = 0
+    else:
+        return None
+    if not summary:
+        return None
+    params = summary["params"][skip:]
+    passed = {p: ast.unparse(a) for p, a in zip(params, call.args) if not isinstance(a, ast.Starred)}
+    passed.update({k.arg: ast.unparse(k.value) for k in call.keywords if k.arg in params})
+    for text in summary["calls"]:
+        head = text.split(".", 1)[0]
+        if head in params:
+            if head not in passed:
+                continue  # a parameter left at its default: not the module the caller switched
+            mapped = passed[head] + text[len(head) :]
+        else:
+            mapped = text
+        if mapped in receivers:
+            return text, mapped
+    return None
+
+
+def _live_summary(ctx: Context, name: str) -> dict[str, list[str]] | None:
+    """`_fn_summary` of a plain Python function in the kernel, parsed from its cell's source
+    (IPython keeps it in `linecache`); None when it is anything else or has no source."""
+    obj = ctx.namespace.get(name) if ctx.namespace is not None else None
+    if type(obj) is not types.FunctionType:
+        return None
+    cache = ctx.__dict__.setdefault("_torchmagic_live_fns", {})
+    if name not in cache:
+        cache[name] = None
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+        except Exception:
+            return None
+        fn = tree.body[0] if tree.body else None
+        if isinstance(fn, _FN_NODES[:2]) and fn.name == name:
+            cache[name] = _fn_summary(ctx, fn)
+    return cache[name]
+
+
+def _note_functions(ctx: Context, tree: ast.Module) -> None:
+    """For the next cells of a notebook: what this cell's functions call with gradients on."""
+    known = ctx.notes.setdefault(NOTES, {})
+    for fn in tree.body:
+        if isinstance(fn, _FN_NODES[:2]):
+            known[fn.name] = _fn_summary(ctx, fn)
+
+
+@check("TM408", loops=True, finish=True)
+def eval_without_no_grad(loop: LoopInfo | ast.Module, ctx: Context) -> None:
+    if isinstance(loop, ast.Module):
+        _note_functions(ctx, loop)
+        return
     node = loop.node
     if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or ctx.in_forward:
         return
@@ -1258,38 +1370,49 @@ def eval_without_no_grad(loop: LoopInfo, ctx: Context) -> None:
         return
     frozen = _frozen_modules(ctx)
     forward = None
+    via = None  # the helper of this source that runs the forward
     for sub, guarded in _body_nodes(node, ctx):
         if guarded or not isinstance(sub, ast.Call):
             continue
+        at = _pos(sub)
+        evaluated = {
+            r
+            for r in {r for p, r in evals if p < at} - frozen
+            if not any(max(p for p, e in evals if e == r and p < at) < t < at for t, q in trains if q == r)
+        }
         f = sub.func
         if isinstance(f, ast.Attribute) and f.attr == "forward":
             f = f.value
         recv = ast.unparse(f)
-        if recv in frozen:
-            continue
-        at = _pos(sub)
-        last_eval = max((p for p, r in evals if r == recv and p < at), default=None)
-        if last_eval is None:
-            continue
-        if any(last_eval < p < at for p, r in trains if r == recv):
-            continue
-        forward = (sub, recv)
-        break
+        if recv in evaluated:
+            forward = (sub, recv)
+            break
+        helper = _helper_forward(ctx, sub, evaluated) if evaluated else None
+        if helper is not None:
+            via = sub
+            forward = helper
+            break
     if forward is None or _calls_backward(ctx, node) or grad_disabled_here(ctx, node.lineno):
         return
     call, recv = forward
+    inner = call if isinstance(call, str) else ast.unparse(call.func)
     # the loop's outputs feed a backward further down (before the model goes back to training)
     flow = flow_of(ctx, scope)
-    barrier = min((p for p, _ in trains if p > _pos(call)), default=(10**9, 0))
+    barrier = min((p for p, _ in trains if p > _pos(via or call)), default=(10**9, 0))  # type: ignore[arg-type]
     later = [c for c in flow.backward_calls if _end(node) < _pos(c) < barrier]
     if later:
         bound = _bound_in(node)
         for c in later:
             if flow.closure(backward_roots(c)) & bound:
                 return
+    runs = f"`{inner if len(inner) <= 30 else recv}(...)`"
+    if via is not None:
+        runs = (
+            f"`{unparse(via.func, 30)}(...)`, which calls {runs if inner.startswith(recv) else f'`{recv}`'},"
+        )
     ctx.flag(
         node,
-        f"`{_loop_head(node)}` runs `{unparse(call.func, 30)}(...)` after `{recv}.eval()` with gradients on:"
+        f"`{_loop_head(node)}` runs {runs} after `{recv}.eval()` with gradients on:"
         " every forward records a graph and keeps its activations, and nothing back-propagates them.",
         "Run the evaluation under `with torch.no_grad():` (or decorate the function with"
         " `@torch.no_grad()`); `torch.inference_mode()` is faster where the outputs never feed training.",
