@@ -109,7 +109,7 @@ def test_TM403_loss_data_index_0_hints_item() -> None:
     code = """
 import torch
 import torch.nn as nn
-out = torch.randn(2, 3)
+out = torch.randn(2, 3, requires_grad=True)
 crit = nn.CrossEntropyLoss()
 loss = crit(out, y)
 print(loss.data[0])

@@ -81,6 +81,8 @@ RULES = [
             named like parameters (`params`, `net_params`: `def sgd(params, lr): for p in params:`;
             also through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments.
             `p.data -= ...` is reported as the in-place write it is (`with torch.no_grad(): p -= ...`).
+            Several reads in one statement make one finding that names them all, the tensor known to
+            carry a graph or require grad first (`pred.data` before `grid.data`).
             """,
         why="""
             `.data` gives a tensor that autograd does not track: in-place changes through it are not
@@ -104,7 +106,13 @@ RULES = [
             """,
         not_flagged="""
             `dataset.data`, `batch.data`, `response.data` and any owner not known to be a tensor (live: not
-            a Tensor); `.data` that reads no value: metadata (`x.data.device`, `.shape`, `.size()`),
+            a Tensor); reads of a tensor that never required grad, where nothing is bypassed: built by a
+            factory without `requires_grad` (`xs = torch.linspace(0, 1, 5)` then `xs.data.numpy()`) or by
+            arithmetic and tensor methods of such tensors, assigned once and never switched on with
+            `requires_grad_()`; live, a plain `torch.Tensor` with `requires_grad` False and no
+            `grad_fn` (parameters, tensors with a graph and tensors of unknown origin are still reported,
+            and so are writes through `.data`, which a graph that saved the tensor would not notice);
+            `.data` that reads no value: metadata (`x.data.device`, `.shape`, `.size()`),
             factories (`x.data.new(...)`), type checks (`isinstance(x.data, ...)`), also through a name
             the function uses only that way (`w = next(self.parameters()).data` then `w.new(...)`); a function argument `m` with `m.weight.data` unless the function is applied to a
             module or checks the module class. Writes get the write fix (`nn.init.*_` or the same
@@ -204,6 +212,12 @@ RULES = [
             in between) with gradients on: no `no_grad`/`inference_mode` block around the loop or the
             forward, no decorator, no `backward()` (or `torch.autograd.grad`, optimizer step) in the
             loop, and nothing after it that back-propagates what it computed. Reported at the loop.
+            The forward may go through a function of the same source called in the loop
+            (`total += calc_loss(x, y).item()` with `def calc_loss(x, y): return crit(model(x), y)`,
+            a method `self.logits(x)`, or `score(net, x)` with `def score(m, x): m(x)`), also one
+            defined in an earlier notebook cell (from its source; in a kernel, the live function's),
+            when that function is not decorated with `no_grad`/`inference_mode`, runs the forward
+            outside such a block and does not back-propagate.
             """,
         why="""
             `model.eval()` only switches dropout and batch norm to inference; it does not stop

@@ -87,7 +87,11 @@ RULES = [
         why="""
             `cross_entropy` already applies `log_softmax`: normalising twice flattens the gradients
             and the model learns slowly or not at all. `BCELoss(sigmoid(x))` is numerically
-            unstable where the logits-based loss is not.
+            unstable where the logits-based loss is not: for large |x| the sigmoid rounds to exactly
+            0 or 1, so a confidently wrong prediction gets log(0), a loss capped at 100 and no
+            gradient to correct it; `binary_cross_entropy` also raises under CUDA autocast.
+            `binary_cross_entropy_with_logits(x, y)` computes the same loss from the logits without
+            the rounding.
             """,
         example="""
             loss = F.cross_entropy(F.softmax(logits, dim=1), y)

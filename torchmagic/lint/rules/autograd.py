@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 import re
+import sys
+import textwrap
+import types
 
 from ...report import Fix
 from ..context import Context, LoopInfo, grad_context
 from ..fixes import fix_of
-from ..kinds import MODULE, NUMBER
+from ..kinds import DEVICE, DTYPE, MODULE, NONE, NUMBER, PARAMETER, SHAPE, STRING, TENSOR
 from ..registry import check
 from ._common import call_chain, chain_root, name_like, receiver, unparse, unparse_operand
 from ._flow import (
@@ -589,6 +593,189 @@ def _bound_for_metadata_only(ctx: Context, node: ast.Attribute) -> bool:
     return bool(uses)
 
 
+# ---- TM403: is anything at stake in a `.data` read? -------------------------------------
+
+# torch factories whose result never requires grad unless told to (`requires_grad=True`), whatever
+# their arguments (not `as_tensor`, which returns a tensor argument as it is)
+_PLAIN_FACTORIES = frozenset(
+    {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "arange",
+        "eye",
+        "linspace",
+        "logspace",
+        "tensor",
+        "from_numpy",
+        "randperm",
+        "zeros_like",
+        "ones_like",
+        "empty_like",
+        "full_like",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+    }
+)
+_NOT_TENSORS = frozenset({NUMBER, DEVICE, DTYPE, STRING, NONE, SHAPE})
+
+
+def _live_grad(ctx: Context, name: str) -> bool | None:
+    """For a live tensor of an earlier cell: True when it is a parameter, requires grad or has a
+    graph; False for a plain `torch.Tensor` with neither; None when unknown (not a tensor, a
+    subclass, no kernel). Reads only the C-level `requires_grad`/`grad_fn` of exact types."""
+    obj = ctx.live_object(name)
+    torch = sys.modules.get("torch")
+    if obj is None or torch is None:
+        return None
+    t = type(obj)
+    if t is torch.nn.Parameter:
+        return True
+    if t is not torch.Tensor:
+        return None
+    try:
+        return bool(obj.requires_grad or obj.grad_fn is not None)
+    except Exception:
+        return None
+
+
+def _bound_once(ctx: Context, name: str) -> bool:
+    """`name` is assigned once in the scope and never switched to requiring grad
+    (`name.requires_grad_()`, `name.requires_grad = True`)."""
+    scope = scope_node(ctx)
+    stores = sum(
+        1
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+    )
+    if stores != 1:
+        return False
+    pattern = re.compile(rf"\b{re.escape(name)}\s*\.\s*requires_grad")
+    return not any(pattern.search(line) for line in ctx.lines)
+
+
+def _plain_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+    """A tensor that never required grad and has no graph: a torch factory without
+    `requires_grad` (`torch.linspace(...)`), torch functions, tensor methods and arithmetic of
+    such tensors and numbers, a name assigned once from one; live, a plain `torch.Tensor` with
+    `requires_grad` False and no `grad_fn`."""
+    if depth > 6:
+        return False
+    if isinstance(node, ast.Name):
+        origin = ctx.origin(node)
+        if origin is None:
+            return _live_grad(ctx, node.id) is False
+        return _bound_once(ctx, node.id) and _plain_tensor(ctx, origin, depth + 1)
+    if isinstance(node, ast.BinOp):
+        return _plain_operand(ctx, node.left, depth) and _plain_operand(ctx, node.right, depth)
+    if isinstance(node, ast.UnaryOp):
+        return _plain_tensor(ctx, node.operand, depth + 1)
+    if isinstance(node, ast.Subscript):
+        return _plain_tensor(ctx, node.value, depth + 1) and _plain_operand(ctx, node.slice, depth)
+    if not isinstance(node, ast.Call) or any(
+        kw.arg is None or (kw.arg == "requires_grad" and not _false(kw.value)) for kw in node.keywords
+    ):
+        return False
+    func = node.func
+    q = ctx.qualname(func) or ""
+    if q.startswith("torch.") and q.count(".") == 1 and q[6:] in _PLAIN_FACTORIES:
+        return True  # sizes, values or a copy: no graph comes through the arguments
+    args = [*node.args, *(kw.value for kw in node.keywords)]
+    if not all(_plain_operand(ctx, a, depth) for a in args):
+        return False
+    if q.startswith("torch."):
+        return q.count(".") == 1 and ctx.kind(node) == TENSOR
+    if isinstance(func, ast.Attribute) and not func.attr.startswith("requires_grad"):
+        return _plain_tensor(ctx, func.value, depth + 1)  # a tensor method of a plain tensor
+    return False
+
+
+def _false(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def _plain_operand(ctx: Context, node: ast.AST, depth: int) -> bool:
+    """An argument that brings no graph: a constant, a number, device, dtype or shape, a plain
+    tensor, or a tuple/list/slice of those."""
+    if isinstance(node, ast.Constant) or ctx.kind(node) in _NOT_TENSORS:
+        return True
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_plain_operand(ctx, e, depth) for e in node.elts)
+    if isinstance(node, ast.Slice):
+        return all(
+            _plain_operand(ctx, e, depth) for e in (node.lower, node.upper, node.step) if e is not None
+        )
+    if isinstance(node, ast.Starred):
+        return _plain_operand(ctx, node.value, depth)
+    return _plain_tensor(ctx, node, depth + 1)
+
+
+def _graph_rank(ctx: Context, owner: ast.AST, depth: int = 0) -> int:
+    """0: the owner is known to carry a graph or require grad (a parameter, a model output, a
+    tensor made with `requires_grad=True`, a live one that does, or one computed from those);
+    1: not known."""
+    if ctx.kind(owner) == PARAMETER or _is_model_output(ctx, owner):
+        return 0
+    if isinstance(owner, ast.Name):
+        origin = ctx.origin(owner)
+        if origin is None:
+            return 0 if _live_grad(ctx, owner.id) else 1
+        if isinstance(origin, ast.Call) and any(
+            kw.arg == "requires_grad" and not (isinstance(kw.value, ast.Constant) and not kw.value.value)
+            for kw in origin.keywords
+        ):
+            return 0
+        owner = origin
+    if depth < 3 and not isinstance(owner, ast.Name):
+        for sub in ast.walk(owner):
+            if isinstance(sub, ast.Name) and ctx.is_tensor(sub) and _graph_rank(ctx, sub, depth + 1) == 0:
+                return 0
+    return 1
+
+
+def _flag_read(ctx: Context, node: ast.Attribute, owner: str) -> None:
+    """A plain `.data` read. Several in one statement make one finding naming them all, the
+    ones that carry a graph first (`y_pred.data` before `X.data`), with one fix for all."""
+    stmt = ctx.statement()
+    reads: dict[int, tuple[list[tuple[int, str, ast.Attribute]], object]] = ctx.__dict__.setdefault(
+        "_torchmagic_data_reads", {}
+    )
+    entry = (_graph_rank(ctx, node.value), owner, node)
+    entries = [entry]
+    if stmt is not None and id(stmt) in reads:
+        earlier, finding = reads[id(stmt)]
+        ctx.findings[:] = [f for f in ctx.findings if f is not finding]
+        entries = sorted([*earlier, entry], key=lambda e: e[0])
+    lead = entries[0][2]
+    names = [f"`{o}.data`" for _, o, _ in entries]
+    reads_text = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    detached = " and ".join(f"`{o}.detach()`" for _, o, _ in entries)
+    spans = sorted((_pos(n), _end(n)) for _, _, n in entries)
+    in_order = sorted((n for _, _, n in entries), key=_pos)
+    overlap = any(a[1] > b[0] for a, b in zip(spans, spans[1:]))
+    ctx.flag(
+        lead,
+        f"{reads_text} {'reads the tensor' if len(entries) == 1 else 'read the tensors'} behind autograd's back.",
+        f"Read with {detached}.",
+        # unsafe: `.detach()` shares the version counter, so a later in-place write to the
+        # result now makes a backward that saved the tensor fail loudly (as it should)
+        fix=None
+        if overlap
+        else fix_of(
+            "Read with `.detach()`",
+            [ctx.edits.replace(n, f"{ctx.edits.atom(n.value)}.detach()") for n in in_order],
+            "unsafe",
+        ),
+    )
+    if stmt is not None:
+        reads[id(stmt)] = (entries, ctx.findings[-1])
+
+
 @check("TM403", attrs={"data"})
 def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     parent = ctx.parent
@@ -715,18 +902,9 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             )
         ctx.flag(node, f"`{owner}.data = ...` replaces the tensor behind autograd's back.", fix)
         return
-    ctx.flag(
-        node,
-        f"`{owner}.data` reads the tensor behind autograd's back.",
-        f"Read with `{owner}.detach()`.",
-        # unsafe: `.detach()` shares the version counter, so a later in-place write to the
-        # result now makes a backward that saved the tensor fail loudly (as it should)
-        fix=fix_of(
-            "Read with `.detach()`",
-            [ctx.edits.replace(node, f"{ctx.edits.atom(node.value)}.detach()")],
-            "unsafe",
-        ),
-    )
+    if _plain_tensor(ctx, owner_node):
+        return  # a tensor that never required grad: the read bypasses nothing
+    _flag_read(ctx, node, owner)
 
 
 @check("TM404", calls={"Variable"})
@@ -1070,8 +1248,117 @@ def _loop_head(node: ast.AST) -> str:
     return f"while {unparse(node.test, 30)}"  # type: ignore[attr-defined]
 
 
-@check("TM408", loops=True)
-def eval_without_no_grad(loop: LoopInfo, ctx: Context) -> None:
+NOTES = "TM408"  # ctx.notes key: module-level function -> {"params": [...], "calls": [...]}
+
+
+def _helper_def(ctx: Context, call: ast.Call) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
+    """The function of this source a call runs (`calc_loss(x, y)`, `self.score(x)`), with the
+    number of leading parameters the call does not pass (1 for `self`)."""
+    f = call.func
+    target: ast.AST | None = None
+    skip = 0
+    if isinstance(f, ast.Name):
+        target = ctx.origin(f)
+        mod = module_node(ctx)
+        if target is None and not ctx.defined(f.id) and isinstance(mod, ast.Module):
+            # defined further down the file: called once the whole file has run
+            target = next((n for n in mod.body if isinstance(n, _FN_NODES[:2]) and n.name == f.id), None)
+    elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" and ctx.cls:
+        target = next(
+            (s for s in ctx.cls.node.body if isinstance(s, _FN_NODES[:2]) and s.name == f.attr), None
+        )
+        skip = 1
+    if not isinstance(target, _FN_NODES[:2]):
+        return None
+    return target, skip
+
+
+def _fn_summary(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]] | None:
+    """What a function calls with gradients on (`model`, `m`, `self.net.forward` -> `self.net`)
+    and its parameters; None when it runs with gradients off (a `no_grad`/`inference_mode`
+    decorator) or back-propagates."""
+    if any(_grad_off(ctx, d) for d in fn.decorator_list) or _calls_backward(ctx, fn):
+        return None
+    calls: list[str] = []
+    for sub, guarded in _body_nodes(ast.For(body=fn.body, orelse=[]), ctx):
+        if guarded or not isinstance(sub, ast.Call):
+            continue
+        g = sub.func
+        if isinstance(g, ast.Attribute) and g.attr == "forward":
+            g = g.value
+        if isinstance(g, (ast.Name, ast.Attribute)):
+            text = ast.unparse(g)
+            if text not in calls:
+                calls.append(text)
+    return {"params": [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)], "calls": calls[:64]}
+
+
+def _helper_forward(ctx: Context, call: ast.Call, receivers: set[str]) -> tuple[str, str] | None:
+    """`(what the helper calls, module)` when the call runs a function of this source (or of an
+    earlier notebook cell) that calls one of `receivers` (modules switched to eval) with
+    gradients on: not decorated with `no_grad`/`inference_mode`, the forward not under such a
+    block, no backward in it. A module passed as an argument counts as the one passed
+    (`score(net, x)` with `def score(m, x): m(x)`)."""
+    found = _helper_def(ctx, call)
+    if found is not None:
+        summary = _fn_summary(ctx, found[0])
+        skip = found[1]
+    elif isinstance(call.func, ast.Name) and ctx.origin(call.func) is None:
+        # a function of an earlier cell: known from its source (CLI) or the live function's
+        summary = ctx.notes.get(NOTES, {}).get(call.func.id) or _live_summary(ctx, call.func.id)
+        skip = 0
+    else:
+        return None
+    if not summary:
+        return None
+    params = summary["params"][skip:]
+    passed = {p: ast.unparse(a) for p, a in zip(params, call.args) if not isinstance(a, ast.Starred)}
+    passed.update({k.arg: ast.unparse(k.value) for k in call.keywords if k.arg in params})
+    for text in summary["calls"]:
+        head = text.split(".", 1)[0]
+        if head in params:
+            if head not in passed:
+                continue  # a parameter left at its default: not the module the caller switched
+            mapped = passed[head] + text[len(head) :]
+        else:
+            mapped = text
+        if mapped in receivers:
+            return text, mapped
+    return None
+
+
+def _live_summary(ctx: Context, name: str) -> dict[str, list[str]] | None:
+    """`_fn_summary` of a plain Python function in the kernel, parsed from its cell's source
+    (IPython keeps it in `linecache`); None when it is anything else or has no source."""
+    obj = ctx.namespace.get(name) if ctx.namespace is not None else None
+    if type(obj) is not types.FunctionType:
+        return None
+    cache = ctx.__dict__.setdefault("_torchmagic_live_fns", {})
+    if name not in cache:
+        cache[name] = None
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+        except Exception:
+            return None
+        fn = tree.body[0] if tree.body else None
+        if isinstance(fn, _FN_NODES[:2]) and fn.name == name:
+            cache[name] = _fn_summary(ctx, fn)
+    return cache[name]
+
+
+def _note_functions(ctx: Context, tree: ast.Module) -> None:
+    """For the next cells of a notebook: what this cell's functions call with gradients on."""
+    known = ctx.notes.setdefault(NOTES, {})
+    for fn in tree.body:
+        if isinstance(fn, _FN_NODES[:2]):
+            known[fn.name] = _fn_summary(ctx, fn)
+
+
+@check("TM408", loops=True, finish=True)
+def eval_without_no_grad(loop: LoopInfo | ast.Module, ctx: Context) -> None:
+    if isinstance(loop, ast.Module):
+        _note_functions(ctx, loop)
+        return
     node = loop.node
     if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or ctx.in_forward:
         return
@@ -1083,38 +1370,49 @@ def eval_without_no_grad(loop: LoopInfo, ctx: Context) -> None:
         return
     frozen = _frozen_modules(ctx)
     forward = None
+    via = None  # the helper of this source that runs the forward
     for sub, guarded in _body_nodes(node, ctx):
         if guarded or not isinstance(sub, ast.Call):
             continue
+        at = _pos(sub)
+        evaluated = {
+            r
+            for r in {r for p, r in evals if p < at} - frozen
+            if not any(max(p for p, e in evals if e == r and p < at) < t < at for t, q in trains if q == r)
+        }
         f = sub.func
         if isinstance(f, ast.Attribute) and f.attr == "forward":
             f = f.value
         recv = ast.unparse(f)
-        if recv in frozen:
-            continue
-        at = _pos(sub)
-        last_eval = max((p for p, r in evals if r == recv and p < at), default=None)
-        if last_eval is None:
-            continue
-        if any(last_eval < p < at for p, r in trains if r == recv):
-            continue
-        forward = (sub, recv)
-        break
+        if recv in evaluated:
+            forward = (sub, recv)
+            break
+        helper = _helper_forward(ctx, sub, evaluated) if evaluated else None
+        if helper is not None:
+            via = sub
+            forward = helper
+            break
     if forward is None or _calls_backward(ctx, node) or grad_disabled_here(ctx, node.lineno):
         return
     call, recv = forward
+    inner = call if isinstance(call, str) else ast.unparse(call.func)
     # the loop's outputs feed a backward further down (before the model goes back to training)
     flow = flow_of(ctx, scope)
-    barrier = min((p for p, _ in trains if p > _pos(call)), default=(10**9, 0))
+    barrier = min((p for p, _ in trains if p > _pos(via or call)), default=(10**9, 0))  # type: ignore[arg-type]
     later = [c for c in flow.backward_calls if _end(node) < _pos(c) < barrier]
     if later:
         bound = _bound_in(node)
         for c in later:
             if flow.closure(backward_roots(c)) & bound:
                 return
+    runs = f"`{inner if len(inner) <= 30 else recv}(...)`"
+    if via is not None:
+        runs = (
+            f"`{unparse(via.func, 30)}(...)`, which calls {runs if inner.startswith(recv) else f'`{recv}`'},"
+        )
     ctx.flag(
         node,
-        f"`{_loop_head(node)}` runs `{unparse(call.func, 30)}(...)` after `{recv}.eval()` with gradients on:"
+        f"`{_loop_head(node)}` runs {runs} after `{recv}.eval()` with gradients on:"
         " every forward records a graph and keeps its activations, and nothing back-propagates them.",
         "Run the evaluation under `with torch.no_grad():` (or decorate the function with"
         " `@torch.no_grad()`); `torch.inference_mode()` is faster where the outputs never feed training.",

@@ -134,12 +134,46 @@ def softmax_into_cross_entropy(call: ast.Call, ctx: Context) -> None:
     norm = _normaliser(ctx, call.args[0])
     if norm is None or norm not in _BAD[kind]:
         return
-    ctx.flag(
-        call,
-        f"`{unparse(call, 60)}` receives a `{norm}` output instead of raw logits.",
-        _FIX[kind][0].upper() + _FIX[kind][1:] + ".",
-        fix=_logits_fix(ctx, call, kind, norm),
-    )
+    if kind == "bce":
+        message = (
+            f"`{unparse(call, 60)}` receives a `sigmoid` output instead of raw logits: where |logits|"
+            " is large the sigmoid rounds to exactly 0 or 1, so a confidently wrong prediction gets"
+            " log(0), a loss capped at 100 and no gradient; it also raises under CUDA autocast."
+        )
+        hint = (
+            f"Pass the logits: `{_with_logits_text(ctx, call)}` computes the same loss from them,"
+            " without the rounding."
+        )
+    else:
+        message = f"`{unparse(call, 60)}` receives a `{norm}` output instead of raw logits."
+        hint = _FIX[kind][0].upper() + _FIX[kind][1:] + "."
+    ctx.flag(call, message, hint, fix=_logits_fix(ctx, call, kind, norm))
+
+
+def _with_logits_text(ctx: Context, call: ast.Call) -> str:
+    """`F.binary_cross_entropy_with_logits(z, y)` for `F.binary_cross_entropy(torch.sigmoid(z), y)`
+    (also through a name: `p = torch.sigmoid(z)`), `nn.BCEWithLogitsLoss()(z, y)` for `BCELoss`."""
+    arg: ast.AST | None = call.args[0]
+    for _ in range(4):
+        if isinstance(arg, ast.NamedExpr):
+            arg = arg.value
+        elif isinstance(arg, ast.Name) and ctx.origin(arg) is not None:
+            arg = ctx.origin(arg)
+        else:
+            break
+    inner = _normalised(ctx, arg) if isinstance(arg, ast.Call) else None
+    logits = unparse(inner, 30) if inner is not None else "logits"
+    rest = [unparse(a, 30) for a in call.args[1:]] + [
+        f"{k.arg}={unparse(k.value, 20)}" if k.arg else f"**{unparse(k.value, 20)}" for k in call.keywords
+    ]
+    args = ", ".join([logits, *rest])
+    if len(args) > 60:
+        args = f"{logits}, ..."
+    if ctx.qualname(call.func) == "torch.nn.functional.binary_cross_entropy" and isinstance(
+        call.func, (ast.Attribute, ast.Name)
+    ):
+        return f"{unparse(call.func, 40)}_with_logits({args})"
+    return f"nn.BCEWithLogitsLoss()({args})"
 
 
 def _normalised(ctx: Context, call: ast.Call) -> ast.AST | None:

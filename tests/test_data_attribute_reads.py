@@ -1,0 +1,66 @@
+"""TM403 on `.data` reads, from patterns labelled in real notebooks: a read of a tensor that never
+required grad bypasses nothing and is not reported; several reads in one statement make one
+finding that names the tensor with a graph first."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from torchmagic import check_source  # noqa: E402
+
+
+def tm403(code: str, ns: dict | None = None):
+    return [f for f in check_source(code, namespace=ns) if f.rule == "TM403"]
+
+
+def test_a_read_of_a_factory_tensor_is_not_reported() -> None:
+    code = "import torch\nts = torch.linspace(0, 1, 5).unsqueeze(1)\nprint(ts.data.numpy())\n"
+    assert tm403(code) == []
+
+
+def test_a_factory_tensor_switched_to_requires_grad_is_still_reported() -> None:
+    code = "import torch\nts = torch.zeros(5)\nts.requires_grad_(True)\nprint(ts.data.numpy())\n"
+    assert [f.line for f in tm403(code)] == [4]
+
+
+def test_one_statement_names_the_tensor_with_a_graph_first() -> None:
+    code = (
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "enc = nn.Linear(2, 2)\n"
+        "def show(batch, vals):\n"
+        "    ref = torch.as_tensor(vals)\n"
+        "    emb = enc(batch)\n"
+        "    print(ref.data, emb.data)\n"
+    )
+    (f,) = tm403(code)
+    assert f.line == 7 and f.message.startswith("`emb.data` and `ref.data` read the tensors")
+    assert f.col == 20  # at `emb.data`
+    assert f.hint == "Read with `emb.detach()` and `ref.detach()`."
+    assert f.fix is not None and [e.text for e in f.fix.edits] == ["ref.detach()", "emb.detach()"]
+
+
+@pytest.mark.parametrize(
+    ("value", "reported"),
+    [
+        (torch.linspace(0, 1, 3), False),
+        (torch.zeros(3, requires_grad=True), True),
+        (torch.zeros(3, requires_grad=True) * 2, True),  # a graph
+        (nn.Parameter(torch.zeros(3), requires_grad=False), True),  # a parameter: keep reporting
+    ],
+)
+def test_a_live_tensor_is_reported_only_when_it_requires_grad_or_has_a_graph(value, reported) -> None:
+    assert bool(tm403("print(xs.data.sum())\n", {"xs": value})) is reported
+
+
+def test_live_reads_name_the_tensor_with_a_graph() -> None:
+    lin = nn.Linear(1, 1)
+    grid = torch.linspace(-1, 1, 4).unsqueeze(1)
+    ns = {"grid": grid, "pred": lin(grid), "other": torch.ones(2, requires_grad=True)}
+    (f,) = tm403("print(grid.data.numpy(), pred.data.numpy())\n", ns)
+    assert f.message == "`pred.data` reads the tensor behind autograd's back."
+    (g,) = tm403("print(other.data, pred.data)\n", ns)
+    assert "`other.data` and `pred.data`" in g.message

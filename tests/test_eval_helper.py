@@ -1,0 +1,43 @@
+"""TM408 when the evaluation loop's forward pass runs in a helper function (found by labelling
+real notebooks: `model.eval()` then `dev_loss += calc_loss(x, y).item()`)."""
+
+from __future__ import annotations
+
+import json
+
+from test_cli import notebook, run
+
+from torchmagic import check_source
+
+HELPER = (
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "net = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5))\n"
+    "crit = nn.MSELoss()\n"
+    "def pair_loss(a, b):\n"
+    "    return crit(net(a), b)\n"
+)
+LOOP = "net.eval()\ntotal = 0.0\nfor a, b in pairs:\n    total += pair_loss(a, b).item()\n"
+
+
+def test_a_helper_of_the_same_file_is_followed_and_named() -> None:
+    (f,) = [f for f in check_source(HELPER + LOOP) if f.rule == "TM408"]
+    assert f.line == 9
+    assert "runs `pair_loss(...)`, which calls `net(...)`, after `net.eval()`" in f.message
+
+
+def test_a_helper_that_back_propagates_or_is_decorated_is_not() -> None:
+    backward = HELPER.replace(
+        "    return crit(net(a), b)\n", "    l = crit(net(a), b)\n    l.backward()\n    return l\n"
+    )
+    decorated = HELPER.replace("def pair_loss", "@torch.inference_mode()\ndef pair_loss")
+    for code in (backward, decorated):
+        assert [f for f in check_source(code + LOOP) if f.rule == "TM408"] == []
+
+
+def test_a_helper_of_an_earlier_notebook_cell_is_followed(tmp_path) -> None:
+    nb = tmp_path / "eval.ipynb"
+    nb.write_text(notebook([("code", HELPER), ("code", LOOP)]))
+    out = run("check", str(nb), "--format", "json", "--select", "TM408")
+    found = [(f["path"].rsplit("#", 1)[-1], f["line"]) for f in json.loads(out.stdout)]
+    assert found == [("cell2", 3)]
