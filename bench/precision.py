@@ -40,6 +40,11 @@ def load_labels(corpus: Path) -> dict[Key, dict[str, Any]]:
     labels: dict[Key, dict[str, Any]] = {}
     for path in files:
         for item in json.load(open(path)):
+            # the held-out sets say "label" and name files from the corpus folder
+            item.setdefault("verdict", item.get("label"))
+            item["file"] = item["file"].removeprefix("files/")
+            if item.get("cell") and "#" not in item["file"]:
+                item["file"] += "#" + item["cell"]
             labels[(item["file"], item["rule"], int(item["line"]))] = item
     return labels
 
