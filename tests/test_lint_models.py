@@ -105,6 +105,35 @@ def test_TM107_frozen_backbone_gets_the_freeze_advice() -> None:
     assert check_source(frozen, select=["TM107"]) == []
 
 
+def test_TM107_message_keeps_the_operand_whole() -> None:
+    code = (
+        "import torch.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.enc = nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        h = self.enc(x)\n"
+        "        return (h - x).detach()\n"
+    )
+    (f,) = check_source(code, select=["TM107"])
+    assert f.message.startswith("`(h - x).detach()`"), f.message
+
+
+def test_TM107_ignores_the_straight_through_estimator() -> None:
+    code = (
+        "import torch.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.enc = nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        h = self.enc(x)\n"
+        "        return h + (h.round() - h).detach()\n"
+    )
+    assert check_source(code, select=["TM107"]) == []
+
+
 def test_TM201_one_finding_per_statement() -> None:
     code = "import torch\na, b = torch.randn(2).cuda(), torch.randn(3).cuda()\n"
     (f,) = check_source(code, select=["TM201"])

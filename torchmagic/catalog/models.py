@@ -210,7 +210,7 @@ RULES = [
         "detach-in-forward",
         "info",
         evidence=("static",),
-        what="Flags `.detach()` and `.data` on intermediates inside `forward`.",
+        what="Flags `.detach()` and `.data` on intermediates inside `forward` that leave the layers before them no other path for gradients.",
         why="""
             Gradients stop flowing at that point: every layer before it stops learning, with no error.
             """,
@@ -229,7 +229,11 @@ RULES = [
             metadata or as a factory, which stops nothing (`x.data.new(...)`, `x.data.new_zeros(...)`, `x.data.size()`,
             `isinstance(x.data, torch.cuda.FloatTensor)`, `type(x.data)`); a stop-gradient under an explicit freeze switch
             (`if config.fix_emb:`, `if self.freeze:`, `if not self.train_emb:`); the output of a submodule the class freezes
-            (`self.cnn.requires_grad_(False)`). A detached submodule output gets the freeze advice:
+            (`self.cnn.requires_grad_(False)`); a stop-gradient that blocks one path of several, so gradients
+            still reach the layers before it: the straight-through estimator (`z + (q - z).detach()`,
+            `hard - soft.detach() + soft`), and a value that the same function also uses with its graph
+            (VQ-VAE's `mse_loss(q, z.detach())` beside `mse_loss(z, q.detach())`, a projection returned both
+            through a predictor and detached as a target). A detached submodule output gets the freeze advice:
             `self.cnn.requires_grad_(False)` where it is built, so it records no activations
             """,
         overrides=("TM403",),

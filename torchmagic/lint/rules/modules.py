@@ -14,7 +14,7 @@ from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
-from ._common import unparse
+from ._common import unparse, unparse_operand
 from .devices import under_cuda_guard
 
 FACTORIES = frozenset(
@@ -1172,6 +1172,136 @@ def _frozen_submodules(ctx: Context) -> set[str]:
     return out
 
 
+# reads of a tensor that carry no gradient onward (`h.shape`, `len(h)`, `print(h)`)
+_NO_GRADIENT_READS = _DATA_META | frozenset({"requires_grad", "ndim", "is_leaf", "item", "tolist", "numpy"})
+_NO_GRADIENT_CALLS = frozenset({"len", "isinstance", "type", "print", "id", "repr", "str"})
+_Pos = tuple[int, int]
+
+
+def _pos(node: ast.AST) -> _Pos:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def _stops_gradient(node: ast.AST) -> ast.AST | None:
+    """The value `node` stops gradients at: `x` of `x.detach()` or of `x.data`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach":
+        return node.func.value
+    if isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load):
+        return node.value
+    return None
+
+
+class _Uses:
+    """Where each name of one function is bound (in source order) and read: enough to tell
+    whether a value also reaches the function's result through a read that keeps the graph."""
+
+    def __init__(self, fn: ast.AST) -> None:
+        self.bindings: dict[str, list[_Pos]] = {}
+        self.reads: dict[str, list[ast.Name]] = {}
+        self.parents: dict[ast.AST, ast.AST] = {}
+        args = getattr(fn, "args", None)
+        if isinstance(args, ast.arguments):
+            for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+                if a is not None:
+                    self.bindings.setdefault(a.arg, []).append((0, 0))
+        for parent in ast.walk(fn):
+            for child in ast.iter_child_nodes(parent):
+                self.parents[child] = parent
+        assigned: set[int] = set()
+        for sub in ast.walk(fn):
+            if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                # the name is bound once the value is computed: reads in the value see the old one
+                end = (sub.end_lineno or sub.lineno, sub.end_col_offset or 0)
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            self.bindings.setdefault(n.id, []).append(end)
+                            assigned.add(id(n))
+        for sub in ast.walk(fn):
+            if isinstance(sub, ast.Name):
+                if isinstance(sub.ctx, ast.Load):
+                    self.reads.setdefault(sub.id, []).append(sub)
+                elif id(sub) not in assigned:
+                    self.bindings.setdefault(sub.id, []).append(_pos(sub))  # loop and with targets
+        for positions in self.bindings.values():
+            positions.sort()
+
+    def binding(self, name: str, at: _Pos) -> _Pos | None:
+        before = [b for b in self.bindings.get(name, ()) if b <= at]
+        return before[-1] if before else None
+
+    def keeps_graph(self, read: ast.Name) -> bool:
+        """The read passes the tensor on with its graph: not under a stop-gradient, not a
+        metadata read (`h.shape`, `len(h)`), not a `torch.no_grad()` block."""
+        node: ast.AST = read
+        while node in self.parents:
+            parent = self.parents[node]
+            if _stops_gradient(parent) is node:
+                return False
+            if (
+                isinstance(parent, ast.Attribute)
+                and parent.value is node
+                and parent.attr in _NO_GRADIENT_READS
+            ):
+                return False
+            if isinstance(parent, ast.Call) and node in parent.args:
+                if isinstance(parent.func, ast.Name) and parent.func.id in _NO_GRADIENT_CALLS:
+                    return False
+            if isinstance(parent, ast.With) and any(
+                "no_grad" in ast.unparse(item.context_expr)
+                or "inference_mode" in ast.unparse(item.context_expr)
+                for item in parent.items
+            ):
+                return False
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                break
+            node = parent
+        return True
+
+
+_USES: WeakKeyDictionary[ast.AST, _Uses] = WeakKeyDictionary()
+
+
+def _gradient_goes_around(ctx: Context, node: ast.AST, expr: ast.AST) -> bool:
+    """The stop-gradient blocks one path of several, so gradients still reach the layers
+    before it: the straight-through estimator (`z + (q - z).detach()`,
+    `y_hard - y_soft.detach() + y_soft`: a name under the stop-gradient also appears, kept,
+    in the same arithmetic), or a value that is also used with its graph elsewhere in the
+    function (VQ-VAE's `mse_loss(q.detach(), z)` beside `mse_loss(q, z.detach())`, a
+    stop-gradient target next to the prediction it trains)."""
+    inside = {id(n) for n in ast.walk(node)}
+    names = {
+        n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id != "self" and n.id not in ctx.imports
+    }
+    top: ast.AST = node
+    for anc in reversed(ctx.stack):
+        if not isinstance(anc, (ast.BinOp, ast.UnaryOp)):
+            break
+        top = anc
+    if top is not node and any(
+        isinstance(n, ast.Name) and n.id in names and id(n) not in inside for n in ast.walk(top)
+    ):
+        return True
+    fn = ctx.frame.node
+    if fn is None or not names or any(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(expr)):
+        return False  # a submodule or parameter under the stop-gradient: nothing else shows its path
+    uses = _USES.get(fn)
+    if uses is None:
+        uses = _USES[fn] = _Uses(fn)
+    at = _pos(node)
+    for name in names:
+        if name not in uses.bindings:
+            continue  # a global or an import: no graph of this function to keep
+        bound = uses.binding(name, at)
+        if not any(
+            id(r) not in inside and uses.binding(name, _pos(r)) == bound and uses.keeps_graph(r)
+            for r in uses.reads.get(name, ())
+        ):
+            return False
+    return any(name in uses.bindings for name in names)
+
+
 @check("TM107", calls={"detach"}, attrs={"data"})
 def detach_in_forward(node: ast.AST, ctx: Context) -> None:
     if not ctx.in_forward or ctx.grad_mode is not None:
@@ -1188,7 +1318,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
             return
         if _not_a_stop_gradient(ctx, node):  # type: ignore[arg-type]
             return
-    if _under_freeze_switch(ctx):
+    if _under_freeze_switch(ctx) or _gradient_goes_around(ctx, node, expr):
         return
     sub = _submodule_output(ctx, expr)
     if sub is not None:
@@ -1196,7 +1326,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
             return  # frozen where it is built: the stop-gradient only says so again
         ctx.flag(
             node,
-            f"`{unparse(expr, 40)}{what}` in `forward` stops gradients from reaching `self.{sub}` and every layer before it.",
+            f"`{unparse_operand(expr, 40)}{what}` in `forward` stops gradients from reaching `self.{sub}` and every layer before it.",
             f"If `self.{sub}` is meant to stay frozen, say so where it is built:"
             f" `self.{sub}.requires_grad_(False)` in `__init__` (it then records no activations"
             " for a backward pass that never reaches it); otherwise remove the stop-gradient.",
@@ -1204,7 +1334,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         return
     ctx.flag(
         node,
-        f"`{unparse(expr, 40)}{what}` in `forward` stops gradients from reaching earlier layers.",
+        f"`{unparse_operand(expr, 40)}{what}` in `forward` stops gradients from reaching earlier layers.",
         "Remove it unless a stop-gradient is intended (then say so with a comment and"
         " `# torchcheck: ignore[TM107]`).",
     )
