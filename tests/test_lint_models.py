@@ -134,6 +134,31 @@ def test_TM107_ignores_the_straight_through_estimator() -> None:
     assert check_source(code, select=["TM107"]) == []
 
 
+def test_TM102_new_tensor_hint_follows_the_parameters() -> None:
+    code = (
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.rnn = nn.GRU(4, 4)\n"
+        "    def init_hidden(self, n):\n"
+        "        return torch.zeros(1, n, 4).cuda()\n"
+        "    def forward(self, x):\n"
+        "        return self.rnn(x.cuda())\n"
+    )
+    fresh, moved = check_source(code, select=["TM102"])
+    assert "next(self.parameters()).device" in fresh.hint, fresh.hint
+    assert "x.device" in moved.hint, moved.hint
+
+
+def test_TM201_silent_in_code_that_requires_cuda() -> None:
+    code = "import torch\nassert torch.cuda.is_available()\nx = torch.ones(2).cuda()\n"
+    assert check_source(code, select=["TM201"]) == []
+    optional = code.replace("assert torch.cuda.is_available()", "ok = torch.cuda.is_available()")
+    assert [f.rule for f in check_source(optional, select=["TM201"])] == ["TM201"]
+
+
 def test_TM201_one_finding_per_statement() -> None:
     code = "import torch\na, b = torch.randn(2).cuda(), torch.randn(3).cuda()\n"
     (f,) = check_source(code, select=["TM201"])

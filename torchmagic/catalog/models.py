@@ -204,6 +204,9 @@ RULES = [
             itself; classes that move their own tensor state (the class or a base in the
             same source defines `to`, `_apply` or `cuda`); live: instances of classes that move their own tensors (the class or a base other than `nn.Module` overrides `_apply`, as metric libraries do), and any module whose class is defined outside the user's code
             """,
+        # `self.mask = torch.ones(n).to(device)`: as a buffer it follows `model.to(device)`, so
+        # the move inside the module (TM102) goes with the fix
+        overrides=("TM102",),
     ),
     Rule(
         "TM107",

@@ -15,7 +15,7 @@ from ..kinds import DTYPE, MODULE, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
 from ._common import unparse, unparse_operand
-from .devices import under_cuda_guard
+from .devices import cuda_only, under_cuda_guard
 
 FACTORIES = frozenset(
     {
@@ -372,7 +372,22 @@ def _caller_cuda_flag(ctx: Context, call: ast.Call) -> bool:
                 )
                 if "cuda" in text.lower() or "gpu" in text.lower():
                     return True
+                if isinstance(sub, ast.Name) and _shared_global_flag(ctx, sub):
+                    return True
     return False
+
+
+def _shared_global_flag(ctx: Context, flag: ast.Name) -> bool:
+    """`if train_on_gpu:` with a module-level flag that the code outside the class also reads
+    (`if train_on_gpu: net.cuda()`): module and caller follow the same switch."""
+    name = flag.id
+    if name in ctx.frame.names or not ("cuda" in name.lower() or "gpu" in name.lower()):
+        return False
+    inside = sum(
+        1 for cls in _class_nodes(ctx) for n in ast.walk(cls) if isinstance(n, ast.Name) and n.id == name
+    )
+    # beyond the uses in the class and the flag's own assignment
+    return len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", ctx.document)) > inside + 1
 
 
 def _caller_device(ctx: Context, arg: ast.AST | None) -> bool:
@@ -395,6 +410,7 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
     if _caller_cuda_flag(ctx, call) or _model_parallel(ctx):
         return  # the caller asked for CUDA (`if self.use_cuda:`), or parts sit on chosen GPUs
     method = call.func.attr
+    fresh = _fresh_tensor(ctx, call.func.value)
     if method == "to":
         target = _device_target(ctx, call)
         if target is None or not (_is_device_literal(ctx, target) or _is_global_device(ctx, target)):
@@ -402,18 +418,79 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         label = f".to({unparse(target, 30)})"
         if device_type_of_literal(target) == "cpu" and _read_on_host(ctx, call):
             return
+        if device_type_of_literal(target) != "cpu" and cuda_only(ctx):
+            return  # the code runs on CUDA only (asserts a GPU, builds on apex or cupy)
+        if fresh and _shared_global_device(ctx, target):
+            return  # a new tensor on the device the caller also moves the model to
     else:
         if method == "cuda" and _caller_device(ctx, _device_target(ctx, call)):
             return
         if method == "cpu" and _read_on_host(ctx, call):
             return
+        if method == "cuda" and cuda_only(ctx):
+            return
         label = f".{method}()"
+    if fresh:
+        hint = (
+            "Build it where the module's own tensors are, so it follows the caller's"
+            " `model.to(device)`: `device=next(self.parameters()).device`."
+        )
+    else:
+        hint = (
+            "Let the caller move the model once (`model.to(device)`) and follow the input inside"
+            " the module: `.to(x.device)`."
+        )
     ctx.flag(
         call,
         f"`{unparse(call.func.value, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
-        "Let the caller move the model once (`model.to(device)`) and follow the input inside"
-        " the module: `.to(x.device)`.",
+        hint,
     )
+
+
+_FROM_HOST = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.Tensor"})
+
+
+def _fresh_tensor(ctx: Context, value: ast.AST) -> bool:
+    """`torch.zeros(n).float()`, `torch.from_numpy(state)`: a tensor the method builds itself
+    (a factory or a host array), so there is no input whose device it could follow."""
+    node, hops = value, 0
+    while hops < 12:
+        hops += 1
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            q = ctx.qualname(node.func) or ""
+            if q.startswith("torch.") and q.count(".") == 1:
+                name = q.split(".", 1)[1]
+                return q in _FROM_HOST or name in FACTORIES or name.endswith("Tensor")
+            node = node.func.value
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif isinstance(node, ast.Name):
+            origin = ctx.origin(node)
+            if origin is None:
+                return False
+            node = origin
+        else:
+            return False
+    return False
+
+
+def _shared_global_device(ctx: Context, target: ast.AST) -> bool:
+    """`device` is a module-level name that the code outside the class also moves things to
+    (`policy = Policy().to(device)`): module and caller follow the same choice."""
+    if not isinstance(target, ast.Name) or target.id in ctx.frame.names:
+        return False
+    pattern = re.compile(rf"\.to\(\s*(device\s*=\s*)?{re.escape(target.id)}\s*[,)]")
+    inside = sum(
+        1
+        for cls in _class_nodes(ctx)
+        for n in ast.walk(cls)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "to"
+        and isinstance(_device_target(ctx, n), ast.Name)
+        and _device_target(ctx, n).id == target.id  # type: ignore[union-attr]
+    )
+    return len(pattern.findall(ctx.document)) > inside
 
 
 _HOST_READS = frozenset({"numpy", "tolist", "item"})
