@@ -173,7 +173,7 @@ def test_TM401_live_flags_a_list_of_graphs_that_still_hold_activations(ip):
     assert hist.line == 3 and hist.severity == "warning"
     # four graphs, each keeping the matmul's input and the relu's output (256x512 floats,
     # 512 KiB each; w is a parameter and not counted): 4 MiB
-    assert "4 tensors" in hist.message and "4.0 MiB" in hist.message
+    assert "4 tensors from 4 separate autograd graphs" in hist.message and "4.0 MiB" in hist.message
     assert "loss.item()" in hist.hint
 
 

@@ -120,6 +120,30 @@ def test_cell_names_lines():
     assert names.line_of("net.layers") == 2
 
 
+def test_cell_names_tell_which_lines_ran_before_an_error():
+    cell = (
+        "a = 1\n"  # 1
+        "for i in range(3):\n"  # 2
+        "    b = f(i)\n"  # 3: raises (the top-level line the cell stopped at)
+        "    outs.append(b)\n"  # 4
+        "with ctx:\n"  # 5
+        "    c = [\n"  # 6
+        "        g(x),\n"  # 7
+        "    ]\n"  # 8
+        "class K:\n"  # 9
+        "    def __init__(self):\n"  # 10
+        "        self.t = 1\n"  # 11
+    )
+    names = cell_names(cell)
+    assert names.reached(1, 3)  # before the error
+    assert names.reached(2, 3)  # the loop around it: its header ran
+    assert names.reached(3, 3) and names.reached(4, 3)  # same loop: earlier iterations may have
+    assert not names.reached(5, 3) and not names.reached(9, 3) and not names.reached(11, 3)
+    assert names.reached(5, 7)  # the `with` around the statement that raised
+    assert not names.reached(6, 7)  # the assignment that raised never bound `c`
+    assert names.reached(11, 12) and not names.reached(11, 9)  # a class body that raised: no class
+
+
 def test_cuda_memory_probe_never_initialises_cuda():
     probe = CudaMemoryProbe()
     run = CellRun({}, "")

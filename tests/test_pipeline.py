@@ -132,3 +132,37 @@ def test_suppression_and_select_apply_to_every_source():
     assert not [f for f in report.findings if f.rule == "TM105"]
     report = run_cell(CellCheck(), {}, MODEL, select=("TM2",))
     assert report.findings == []
+
+
+GPU_LOOP = """\
+import torch
+from torch import nn
+device = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def accuracy(model, batches):
+    correct = 0
+    for x, y in batches:
+        x, y = x.to(device), y.to(device)
+        correct += (model(x).argmax(1) == y).sum().item()
+    return correct
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this process has a GPU")
+def test_a_kernel_without_an_accelerator_gets_no_gpu_wait_findings():
+    from torchmagic.lint.engine import lint
+
+    # the same source read as a file keeps the finding: it may run on a GPU elsewhere
+    assert any(f.rule == "TM301" for f in lint(GPU_LOOP).resolved())
+    report = run_cell(CellCheck(), {}, GPU_LOOP)
+    assert report is not None and report.errors == []
+    assert not any(f.rule == "TM301" for f in report.findings)
+
+
+def test_a_kernel_with_an_accelerator_keeps_the_gpu_wait_findings(monkeypatch):
+    from torchmagic import pipeline
+
+    monkeypatch.setattr(pipeline, "accelerator_available", lambda: True)
+    report = run_cell(CellCheck(), {}, GPU_LOOP)
+    assert [f.line for f in report.findings if f.rule == "TM301"] == [10]

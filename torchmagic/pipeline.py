@@ -15,6 +15,7 @@ map of cell files are all it needs, so it is tested with `exec`.
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Sequence
@@ -125,7 +126,9 @@ class CellCheck:
                 accelerator_hint=kernel_uses_accelerator(run),
             )
             # a cell that does not parse failed in IPython already, with the real traceback
-            static = [f for f in result.resolved() if f.rule != "TM000"]
+            # a process with no accelerator at all never waits for one, whatever the code says
+            gpu = None if accelerator_available() else False
+            static = [f for f in result.resolved(gpu) if f.rule != "TM000"]
             report.errors.extend(result.errors)
         except Exception as e:
             report.errors.append(f"lint failed: {type(e).__name__}: {e}")
@@ -161,6 +164,18 @@ def kernel_uses_accelerator(run: CellRun) -> bool:
     except Exception:
         pass
     return run.snapshot().uses_accelerator()
+
+
+@functools.cache  # devices do not come and go in a process
+def accelerator_available() -> bool:
+    """This process can use an accelerator (CUDA, MPS, XPU). `is_available()` asks the driver
+    for a device count; it creates no context and syncs nothing."""
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available()) or _other_accelerators(torch)
+    except Exception:
+        return True  # unknown: keep the findings
 
 
 def _other_accelerators(torch: Any) -> bool:

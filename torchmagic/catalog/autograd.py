@@ -14,8 +14,9 @@ RULES = [
             `losses.append(loss)`) when its graph is no longer needed: the value was already
             back-propagated, or nothing in the function back-propagates the sum, the list or
             anything built from them, and gradients are on. Live: a list, tuple or dict in the
-            namespace whose tensors' graphs still hold at least 1 MiB of saved activations after
-            the cell (the size is in the message).
+            namespace whose tensors come from separate graphs (separate forward passes) that still
+            hold saved activations after the cell, at least 1 MiB beyond the biggest graph (the
+            size is in the message).
             """,
         why="""
             Each stored tensor keeps its whole autograd graph — every activation of that step — in
@@ -29,7 +30,7 @@ RULES = [
             """,
         fix="    total += loss.item()          # outside hot loops: loss.detach()",
         not_flagged="""
-            accumulation of `loss.item()`/`loss.detach()`; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); a sum the function returns (its caller may back-propagate it) unless its terms were already back-propagated; accumulation under `no_grad`/`inference_mode`/`set_grad_enabled(False)`, including in a function the file calls under them; live: graphs whose saved tensors `.backward()` already released, a single tensor (the last step's output, or one the next cell back-propagates through, as tutorials do), a recurrent hidden state, graphs keeping less than 1 MiB; saved tensors are read through `SavedTensor.data`, never unpacked (an unpack hook, as under activation checkpointing, would re-run the forward)
+            accumulation of `loss.item()`/`loss.detach()`; a sum of loss terms that is back-propagated later as one loss (`style_loss += layer_loss` … `(a*content + b*style_loss).backward()`: `.item()` there would drop the term from training); a sum the function returns (its caller may back-propagate it) unless its terms were already back-propagated; accumulation under `no_grad`/`inference_mode`/`set_grad_enabled(False)`, including in a function the file calls under them; live: graphs whose saved tensors `.backward()` already released, a single tensor (the last step's output, or one the next cell back-propagates through, as tutorials do), tensors that all belong to one graph (the loss terms of one forward pass, the tuple one forward returns), a recurrent hidden state, graphs keeping less than 1 MiB beyond the biggest one, saved tensors that the namespace holds anyway (the container's own tensors, which `sigmoid`/`softmax` save as their output, an input batch bound to a name); a finding never points at a line the cell did not reach because it raised before; saved tensors are read through `SavedTensor.data`, never unpacked (an unpack hook, as under activation checkpointing, would re-run the forward)
             """,
     ),
     Rule(

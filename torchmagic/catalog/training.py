@@ -119,7 +119,13 @@ RULES = [
             with torch.inference_mode():
                 preds = model(x_val)
             """,
-        not_flagged="modules without such layers; explicit MC-dropout users can suppress",
+        not_flagged="""
+            modules without such layers; Monte-Carlo dropout: a model in eval mode whose dropout
+            layers were switched back on, or a cell that calls `model.train()` itself and then
+            runs `model` more than once with grad disabled, with no `.backward()` or optimizer
+            step in between (other MC-dropout code can suppress the rule); dropout with `p=0`;
+            BatchNorm with `momentum=None` (statistics recalibration)
+            """,
     ),
     Rule(
         "TM506",

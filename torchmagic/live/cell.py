@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..lint.source import prepare
@@ -27,6 +28,9 @@ class CellNames:
     self_attrs: dict[tuple[str, str], int] = field(default_factory=dict)
     # (dotted name, attribute) -> last line of `<name>.<attribute> = ...` at the top level
     attr_sets: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (first line, last line, is a loop) of each statement the cell's code runs itself; a
+    # `def`/`class` counts as one statement over its whole extent
+    statements: list[tuple[int, int, bool]] = field(default_factory=list)
 
     def attribute_line(self, class_name: str, attr: str, instance: str) -> int | None:
         """Where a live object's attribute problem is best fixed: the `self.<attr> = ...` line
@@ -37,11 +41,39 @@ class CellNames:
             line = self.attr_sets.get((instance, attr))
         return line if line is not None else self.line_of(instance)
 
+    def reached(self, line: int, stop: int) -> bool:
+        """Whether the statement at `line` may have run to its end in a cell whose top-level
+        code raised at line `stop`: it came before the statement that raised, encloses it (a
+        loop or `with` header), or shares a loop with it (an earlier iteration). True when in
+        doubt (the source did not parse)."""
+        raised = _innermost(self.statements, lambda s: s[0] <= stop <= s[1])
+        at = _innermost(self.statements, lambda s: s[0] == line) or _innermost(
+            self.statements, lambda s: s[0] <= line <= s[1]
+        )
+        if raised is None or at is None or at[0] < raised[0]:
+            return True
+        if at != raised and at[0] <= stop <= at[1]:
+            return True  # a compound statement around the one that raised: its header ran
+        return any(
+            s[2] and s[0] <= min(at[0], raised[0]) and max(at[1], raised[1]) <= s[1] for s in self.statements
+        )
+
     def line_of(self, name: str) -> int | None:
         """The line that assigned `name` (a dotted/indexed name's root), else the line that filled it."""
         root = root_name(name)
         line = self.assigned.get(root)
         return line if line is not None else self.mutated.get(root)
+
+
+def _innermost(
+    statements: list[tuple[int, int, bool]], test: Callable[[tuple[int, int, bool]], bool]
+) -> tuple[int, int, bool] | None:
+    """The shortest statement that passes `test` (the innermost, for nested spans)."""
+    best = None
+    for s in statements:
+        if test(s) and (best is None or s[1] - s[0] < best[1] - best[0]):
+            best = s
+    return best
 
 
 def root_name(name: str) -> str:
@@ -68,6 +100,9 @@ def cell_names(raw_cell: str) -> CellNames:
     stack: list[ast.AST] = list(reversed(tree.body))
     while stack:
         node = stack.pop()
+        if isinstance(node, ast.stmt):
+            end = getattr(node, "end_lineno", None) or node.lineno
+            out.statements.append((node.lineno, end, isinstance(node, (ast.For, ast.AsyncFor, ast.While))))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.assigned[node.name] = node.lineno
             if isinstance(node, ast.ClassDef):

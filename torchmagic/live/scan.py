@@ -239,6 +239,15 @@ class LiveScan:
                     run.report.errors.append(f"live check {check.rule.id} failed: {type(e).__name__}: {e}")
                     continue
                 out.extend(f for f, subject in pairs if self._first_time(f, subject))
+        err = run.records.error
+        stop = getattr(err, "top_line", None) if err is not None else None
+        if stop is not None and result.cell.parsed:
+            # The cell raised: a live object cannot come from a line that never ran (the
+            # name still holds an older object); such a finding is about the cell as a whole.
+            out = [
+                f if f.line is None or result.cell.reached(f.line, stop) else replace(f, line=None, fix=None)
+                for f in out
+            ]
         if len(self._reported) > 4096:
             self._reported = {k: v for k, v in self._reported.items() if v.ref is None or v.ref() is not None}
         return out

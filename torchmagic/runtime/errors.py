@@ -28,6 +28,7 @@ class ErrorRecord:
     exc: BaseException  # transient: dropped with the run
     line: int | None  # the last traceback entry in the cell's own code
     message: str | None  # str(exc) for the exact builtin types above, else None
+    top_line: int | None = None  # the line the cell's top-level code stopped at
 
     @property
     def type_name(self) -> str:
@@ -62,4 +63,5 @@ class CellError:
                 message = str(exc)
             except Exception:
                 message = None
-        run.records.error = ErrorRecord(exc, run.locator.traceback_line(exc.__traceback__), message)
+        top, line = run.locator.traceback_lines(exc.__traceback__)
+        run.records.error = ErrorRecord(exc, line, message, top)

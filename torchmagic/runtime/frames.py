@@ -79,19 +79,26 @@ class CellLocator:
 
     def traceback_line(self, tb: TracebackType | None) -> int | None:
         """The cell line of the last traceback entry in the cell's own file."""
+        return self.traceback_lines(tb)[1]
+
+    def traceback_lines(self, tb: TracebackType | None) -> tuple[int | None, int | None]:
+        """`(top, last)`: the line the cell's top-level code stopped at (its `<module>` frame's
+        entry), and the line of the last traceback entry in the cell's own file (inside a
+        function the cell defines, when the error came from there)."""
         known = self._known()
         cell_file = None
-        line = None
+        top = line = None
         while tb is not None:
             frame = tb.tb_frame
             if cell_file is None and self._is_cell_module(frame, known):
                 cell_file = frame.f_code.co_filename
+                top = tb.tb_lineno
             if cell_file is not None and frame.f_code.co_filename == cell_file:
                 line = tb.tb_lineno
             tb = tb.tb_next
         if cell_file is not None and self.cell_file is None:
             self.cell_file = cell_file
-        return line
+        return top, line
 
     def cell_number(self, filename: str) -> int | None:
         """The execution count of the cell that compiled `filename` (None outside cells)."""

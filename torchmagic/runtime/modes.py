@@ -1,7 +1,8 @@
 """ModeRecorder: train/eval and cuDNN facts seen while the cell runs (records, no findings).
 
 - Dropout/BatchNorm (`_DropoutNd`, `_BatchNorm`) layers that ran forward with
-  `training=True` while grad was disabled (`no_grad`/`inference_mode`): TM505's evidence.
+  `training=True` while grad was disabled (`no_grad`/`inference_mode`), and how many times:
+  TM505's evidence.
 - Such layers that ran forward with `training=False`, that a `.backward()` then reached, and
   after which an optimizer stepped while the layer was still in eval mode: TM506's. The
   forward pre-hook puts a tensor hook on that layer's input (it fires only if a backward pass
@@ -59,14 +60,15 @@ def training(module: Any) -> bool:
 
 
 class LayerEvent:
-    """One layer that misbehaved, the first time it did."""
+    """One layer that misbehaved, the first time it did (`calls`: how many times in the cell)."""
 
-    __slots__ = ("line", "ref", "type")
+    __slots__ = ("calls", "line", "ref", "type")
 
     def __init__(self, ref: Any, type_name: str, line: int | None) -> None:
         self.ref = ref
         self.type = type_name
         self.line = line
+        self.calls = 1
 
     @classmethod
     def of(cls, module: Any, line: int | None) -> LayerEvent:
@@ -162,12 +164,12 @@ class ModeRecorder:
         try:
             if k == NORM_OR_DROPOUT:
                 if training(module):
-                    if (
-                        id(module) not in self._train_no_grad
-                        and not torch.is_grad_enabled()
-                        and not _is_deliberate(module)
-                    ):
-                        self._train_no_grad[id(module)] = LayerEvent.of(module, self._line())
+                    if not torch.is_grad_enabled():
+                        event = self._train_no_grad.get(id(module))
+                        if event is not None:
+                            event.calls += 1  # repeated sampling tells MC dropout (TM505)
+                        elif not _is_deliberate(module):
+                            self._train_no_grad[id(module)] = LayerEvent.of(module, self._line())
                 elif args and torch.is_grad_enabled():
                     self._watch_backward(module, args[0])
             elif k == CONV and args:

@@ -11,18 +11,20 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...catalog import Rule
-from ...explain import ModuleCall, explain
-from ...explain.records import tensor_info
 from ...report import Finding
 from ..registry import runtime_rule
 
 if TYPE_CHECKING:
+    from ...explain import ModuleCall
     from ...run import CellRun
 
 MAX_INPUTS = 8
 
 
 def _module_calls(run: CellRun, exc: BaseException) -> list[ModuleCall]:
+    from ...explain import ModuleCall
+    from ...explain.records import tensor_info
+
     flight = run.records.inflight
     if flight is None or flight.exc is not exc:
         return []
@@ -70,6 +72,8 @@ def tensor_error(run: CellRun, rule: Rule) -> Iterator[Finding]:
     err = run.records.error
     if err is None or err.message is None:
         return  # not one of the builtin exception types PyTorch raises
+    from ...explain import explain  # only a cell that raised pays for importing it
+
     explanation = explain(err.exc, None, _module_calls(run, err.exc), cell_line=err.line)
     if explanation is None:
         return
