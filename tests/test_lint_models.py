@@ -62,6 +62,30 @@ def test_TM203_own_checkpoint_in_a_notebook_needs_an_accelerator_somewhere(tmp_p
     assert [(c, line) for c, line, rule, _ in found if rule == "TM203"] == [("cell1", 3)]
 
 
+def test_TM203_file_an_earlier_cell_saved_is_reloaded_in_the_same_run(tmp_path: Path) -> None:
+    save = "import torch\nlayer = torch.nn.Linear(3, 1)\ntorch.save(layer.state_dict(), 'layer.bin')\n"
+    load = "again = torch.nn.Linear(3, 1)\nagain.load_state_dict(torch.load('layer.bin'))\n"
+    assert [f for f in notebook(tmp_path, save, load) if f[2] == "TM203"] == []
+    # loaded before any cell saved it, or another file: it may come from elsewhere
+    found = notebook(tmp_path, load.replace("again =", "import torch\nagain ="), save)
+    assert [(c, line) for c, line, rule, _ in found if rule == "TM203"] == [("cell1", 3)]
+    other = notebook(tmp_path, save, load.replace("layer.bin", "other.bin"))
+    assert [(c, line) for c, line, rule, _ in other if rule == "TM203"] == [("cell2", 2)]
+
+
+def test_TM203_file_a_cell_this_kernel_ran_saved_is_not_flagged() -> None:
+    load = "import torch\nagain = torch.nn.Linear(3, 1)\nagain.load_state_dict(torch.load('layer.bin'))\n"
+    ran = [
+        "",
+        "import torch\nlayer = torch.nn.Linear(3, 1).cuda()\ntorch.save(layer.state_dict(), 'layer.bin')\n",
+    ]
+    assert check_source(load, {"_ih": ran}, select=["TM203"]) == []
+    assert [f.line for f in check_source(load, {"_ih": ran[:1]}, select=["TM203"])] == [3]
+    # a save inside a function the kernel defined says nothing about when it ran
+    in_def = ["", "import torch\ndef keep(m):\n    torch.save(m.state_dict(), 'layer.bin')\n"]
+    assert [f.line for f in check_source(load, {"_ih": in_def}, select=["TM203"])] == [3]
+
+
 def test_TM203_multi_line_load_is_reported_at_its_statement() -> None:
     code = "import torch\nstate = torch.load(\n    'ckpt.pt',\n)\nnet.load_state_dict(\n    torch.load('b.pt'))\n"
     assert [f.line for f in check_source(code, select=["TM203"])] == [2, 5]

@@ -213,6 +213,7 @@ class _Load:
     target: str | None  # `device` when the code has one at the load
     into: str | None = None  # `model` of `model.load_state_dict(torch.load(...))`
     location: frozenset[str] = frozenset()  # names the file's path is built from
+    template: str | None = None  # `{}.pkl` of `"{}.pkl".format(best_epoch)`
 
 
 @dataclass
@@ -221,6 +222,7 @@ class _Save:
     line: int
     scope: ast.AST | None
     cpu: bool
+    template: str | None = None
 
 
 @dataclass
@@ -253,6 +255,41 @@ def _path_of(ctx: Context, f: ast.AST | None) -> tuple[str | None, bool]:
     if f is None:
         return None, False
     return ast.unparse(f), isinstance(f, ast.Constant) and isinstance(f.value, str)
+
+
+def _name_template(node: ast.AST | None) -> str | None:
+    """The fixed text of a file name built by formatting (`"{}.pkl".format(epoch)`,
+    `f"ckpt_{step}.pt"`, `"net_%d.pth" % i`), with each filled-in part as `{}`; None for a name
+    that is not built that way."""
+    if isinstance(node, ast.JoinedStr):
+        text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+        and isinstance(node.func.value.value, str)
+    ):
+        text = re.sub(r"\{[^{}]*\}", "{}", node.func.value.value)
+    elif (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Mod)
+        and isinstance(node.left, ast.Constant)
+        and isinstance(node.left.value, str)
+    ):
+        text = re.sub(r"%[-+ #0-9.]*[a-zA-Z]", "{}", node.left.value)
+    else:
+        return None
+    return text if "{}" in text and text.strip("{}") else None
+
+
+def _file_node(ctx: Context, f: ast.AST | None) -> ast.AST | None:
+    """The expression that names the file: `f` itself, or what the name `f` was bound to."""
+    if isinstance(f, ast.Name):
+        origin = ctx.origin(f)
+        if isinstance(origin, ast.expr):
+            return origin
+    return f
 
 
 def _saved_from_cpu(ctx: Context, obj: ast.AST | None) -> bool:
@@ -316,7 +353,8 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
         f = keyword(call, "f") or (call.args[1] if len(call.args) >= 2 else None)
         obj = keyword(call, "obj") or (call.args[0] if call.args else None)
         path, _ = _path_of(ctx, f)
-        files.saves.append(_Save(path, call.lineno, scope, _saved_from_cpu(ctx, obj)))
+        template = _name_template(_file_node(ctx, f))
+        files.saves.append(_Save(path, call.lineno, scope, _saved_from_cpu(ctx, obj), template))
         return
     if q != "torch.load":
         return
@@ -352,6 +390,7 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
             target,
             into,
             _location_names(ctx, f),
+            _name_template(_file_node(ctx, f)),
         )
     )
 
@@ -368,12 +407,15 @@ def _names_a_data_file(ctx: Context, f: ast.AST | None) -> bool:
     scripts write those from the CPU (token lists, vocabularies, CPU tensors)."""
     if isinstance(f, ast.Name) and isinstance(origin := ctx.origin(f), ast.Constant):
         f = origin
+    template = _name_template(_file_node(ctx, f))
+    if template is not None:  # `fn = "corpus.{}.data".format(digest)`: the fixed part names it
+        f = ast.Constant(template)
     if isinstance(f, ast.Name):
         word = f.id
     elif isinstance(f, ast.Attribute):
         word = f.attr
     elif isinstance(f, ast.Constant) and isinstance(f.value, str):
-        word = f.value.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
+        word = f.value.replace("\\", "/").rsplit("/", 1)[-1]  # with its extension: `x.dataset`
     else:
         return False
     return bool(_DATA_WORDS.search(word)) and not _CHECKPOINT_WORDS.search(word)
@@ -396,13 +438,28 @@ def _decide_loads(ctx: Context, files: _Files) -> None:
     """At the end of the source, when every `torch.save` is known: a file this very code wrote
     needs no remapping when it was written from the CPU, or reloaded later in the same run."""
     module = ctx.stack[0] if ctx.stack else None
+    # files earlier cells of the notebook saved at their top level (`Context.notes`)
+    earlier_cells = set(ctx.notes.get(_SAVED_NOTE, {}))
+    history: set[str] | None = None
     for load in files.loads:
+        if load.scope is None:
+            if earlier_cells & _file_keys(load.path, load.template):
+                continue  # saved by an earlier cell of this notebook: same run, same device
+            if history is None:
+                history = _saved_in_kernel_history(ctx)
+            if history & _file_keys(load.path, load.template):
+                continue  # saved by a cell this kernel ran before
         same = [s for s in files.saves if s.path is not None and s.path == load.path]
         own = bool(same)
         if not same and not load.literal and files.saves and all(s.cpu for s in files.saves):
             continue  # every checkpoint this code writes is saved from the CPU
         if same and any(s.line < load.call.lineno and s.scope is load.scope for s in same):
             continue  # saved a few lines earlier in the same run: reloaded onto the same device
+        if load.template is not None and any(
+            s.template == load.template and s.line < load.call.lineno and s.scope is load.scope
+            for s in files.saves
+        ):
+            continue  # `"{}.pkl".format(epoch)` saved in the loop, the best epoch's file reloaded
         if same and all(s.cpu for s in same):
             continue
         earlier = _calls_before(load.scope or module, load.call.lineno)
@@ -418,6 +475,57 @@ def _decide_loads(ctx: Context, files: _Files) -> None:
             needs_accelerator=own,
             fix=_map_location_fix(ctx, load),
         )
+    saved = ctx.notes.setdefault(_SAVED_NOTE, {})
+    for save in files.saves:
+        if save.scope is None:
+            saved.update(dict.fromkeys(_file_keys(save.path, save.template), True))
+
+
+_SAVED_NOTE = "TM203.saved"  # ctx.notes key: files the notebook's cells saved at their top level
+
+
+def _file_keys(path: str | None, template: str | None) -> set[str]:
+    """How a save and a load can name the same file: its expression, or its name's template."""
+    keys = {f"path:{path}"} if path is not None else set()
+    if template is not None:
+        keys.add(f"template:{template}")
+    return keys
+
+
+def _saved_in_kernel_history(ctx: Context) -> set[str]:
+    """The files the cells this kernel ran before saved at their top level (`_ih`, IPython's
+    input history, in the namespace), as `_file_keys`: a file written earlier in the session is
+    reloaded in the same run, onto the device it came from."""
+    ns = ctx.namespace
+    history = ns.get("_ih") if isinstance(ns, dict) else None
+    if not isinstance(history, list):
+        return set()
+    current = "\n".join(ctx.lines).strip()
+    out: set[str] = set()
+    earlier = history[:-1] if ctx.post_run else history  # after the run, the cell is the last entry
+    for source in earlier[-200:]:
+        if not isinstance(source, str) or "save" not in source or source.strip() == current:
+            continue
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        for stmt in tree.body:
+            for call in ast.walk(stmt):
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    break
+                if not (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "save"
+                    and isinstance(call.func.value, ast.Name)
+                    and call.func.value.id == "torch"
+                ):
+                    continue
+                f = keyword(call, "f") or (call.args[1] if len(call.args) >= 2 else None)
+                if f is not None:
+                    out |= _file_keys(ast.unparse(f), _name_template(f))
+    return out
 
 
 def _map_location_fix(ctx: Context, load: _Load) -> Fix | None:
