@@ -187,3 +187,20 @@ def test_TM201_one_finding_per_statement() -> None:
     code = "import torch\na, b = torch.randn(2).cuda(), torch.randn(3).cuda()\n"
     (f,) = check_source(code, select=["TM201"])
     assert f.line == 2
+
+
+def test_TM601_module_built_and_loaded_gets_no_fix_where_the_entry_is_read_back() -> None:
+    save = (
+        "import torch\n"
+        "from nets import Decoder\n"
+        "def snapshot(net, dest):\n"
+        "    copy = Decoder()\n"
+        "    copy.load_state_dict(net.state_dict())\n"
+        "    torch.save({'decoder': copy}, dest)\n"
+    )
+    (f,) = check_source(save, select=["TM601"])
+    assert f.line == 6 and f.fix is not None and f.fix.applicability == "unsafe"
+    # this code loads the entry back and uses it as a module: the edit alone would break it
+    reader = "def restore(net, src):\n    net.load_state_dict(torch.load(src)['decoder'].state_dict())\n"
+    (g,) = check_source(save + reader, select=["TM601"])
+    assert g.fix is None
