@@ -61,6 +61,28 @@ def test_TM301_quotes_the_else_branch_only_when_it_can_sync() -> None:
     assert not any("`out.numpy()`" in n for n in f.notes)
 
 
+def test_TM301_a_read_that_feeds_a_stop_guard_is_info() -> None:
+    code = (
+        "import math\n"
+        "import torch\n"
+        "model = model.cuda()\n"
+        "for batch in loader:\n"
+        "    err = model(batch.cuda()).mean()\n"
+        "    err_value = err.item()\n"
+        "    if math.isnan(err_value):\n"
+        "        raise RuntimeError(f'diverged at {err_value}')\n"
+        "    for_log = err.detach()\n"
+    )
+    f = only(code, "TM301")
+    assert (f.line, f.severity) == (6, "info")
+    assert "check the value" in f.message and "every N steps" in f.hint
+    inline = "import math\nm = m.cuda()\nfor b in data:\n    l = m(b.cuda()).sum()\n    if not math.isfinite(l.item()):\n        break\n"
+    assert only(inline, "TM301").severity == "info"
+    # without the stop, it is a plain per-step read
+    plain = code.replace("        raise RuntimeError(f'diverged at {err_value}')\n", "        print('nan')\n")
+    assert only(plain, "TM301").severity == "warning"
+
+
 def test_TM501_points_at_the_optimizer_step_and_names_it() -> None:
     code = "for x in xs:\n    model(x).sum().backward()\n    optimizer.step()\n"
     f = only(code, "TM501")

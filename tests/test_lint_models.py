@@ -62,6 +62,30 @@ def test_TM203_own_checkpoint_in_a_notebook_needs_an_accelerator_somewhere(tmp_p
     assert [(c, line) for c, line, rule, _ in found if rule == "TM203"] == [("cell1", 3)]
 
 
+def test_TM203_file_an_earlier_cell_saved_is_reloaded_in_the_same_run(tmp_path: Path) -> None:
+    save = "import torch\nlayer = torch.nn.Linear(3, 1)\ntorch.save(layer.state_dict(), 'layer.bin')\n"
+    load = "again = torch.nn.Linear(3, 1)\nagain.load_state_dict(torch.load('layer.bin'))\n"
+    assert [f for f in notebook(tmp_path, save, load) if f[2] == "TM203"] == []
+    # loaded before any cell saved it, or another file: it may come from elsewhere
+    found = notebook(tmp_path, load.replace("again =", "import torch\nagain ="), save)
+    assert [(c, line) for c, line, rule, _ in found if rule == "TM203"] == [("cell1", 3)]
+    other = notebook(tmp_path, save, load.replace("layer.bin", "other.bin"))
+    assert [(c, line) for c, line, rule, _ in other if rule == "TM203"] == [("cell2", 2)]
+
+
+def test_TM203_file_a_cell_this_kernel_ran_saved_is_not_flagged() -> None:
+    load = "import torch\nagain = torch.nn.Linear(3, 1)\nagain.load_state_dict(torch.load('layer.bin'))\n"
+    ran = [
+        "",
+        "import torch\nlayer = torch.nn.Linear(3, 1).cuda()\ntorch.save(layer.state_dict(), 'layer.bin')\n",
+    ]
+    assert check_source(load, {"_ih": ran}, select=["TM203"]) == []
+    assert [f.line for f in check_source(load, {"_ih": ran[:1]}, select=["TM203"])] == [3]
+    # a save inside a function the kernel defined says nothing about when it ran
+    in_def = ["", "import torch\ndef keep(m):\n    torch.save(m.state_dict(), 'layer.bin')\n"]
+    assert [f.line for f in check_source(load, {"_ih": in_def}, select=["TM203"])] == [3]
+
+
 def test_TM203_multi_line_load_is_reported_at_its_statement() -> None:
     code = "import torch\nstate = torch.load(\n    'ckpt.pt',\n)\nnet.load_state_dict(\n    torch.load('b.pt'))\n"
     assert [f.line for f in check_source(code, select=["TM203"])] == [2, 5]
@@ -105,7 +129,78 @@ def test_TM107_frozen_backbone_gets_the_freeze_advice() -> None:
     assert check_source(frozen, select=["TM107"]) == []
 
 
+def test_TM107_message_keeps_the_operand_whole() -> None:
+    code = (
+        "import torch.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.enc = nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        h = self.enc(x)\n"
+        "        return (h - x).detach()\n"
+    )
+    (f,) = check_source(code, select=["TM107"])
+    assert f.message.startswith("`(h - x).detach()`"), f.message
+
+
+def test_TM107_ignores_the_straight_through_estimator() -> None:
+    code = (
+        "import torch.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.enc = nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        h = self.enc(x)\n"
+        "        return h + (h.round() - h).detach()\n"
+    )
+    assert check_source(code, select=["TM107"]) == []
+
+
+def test_TM102_new_tensor_hint_follows_the_parameters() -> None:
+    code = (
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.rnn = nn.GRU(4, 4)\n"
+        "    def init_hidden(self, n):\n"
+        "        return torch.zeros(1, n, 4).cuda()\n"
+        "    def forward(self, x):\n"
+        "        return self.rnn(x.cuda())\n"
+    )
+    fresh, moved = check_source(code, select=["TM102"])
+    assert "next(self.parameters()).device" in fresh.hint, fresh.hint
+    assert "x.device" in moved.hint, moved.hint
+
+
+def test_TM201_silent_in_code_that_requires_cuda() -> None:
+    code = "import torch\nassert torch.cuda.is_available()\nx = torch.ones(2).cuda()\n"
+    assert check_source(code, select=["TM201"]) == []
+    optional = code.replace("assert torch.cuda.is_available()", "ok = torch.cuda.is_available()")
+    assert [f.rule for f in check_source(optional, select=["TM201"])] == ["TM201"]
+
+
 def test_TM201_one_finding_per_statement() -> None:
     code = "import torch\na, b = torch.randn(2).cuda(), torch.randn(3).cuda()\n"
     (f,) = check_source(code, select=["TM201"])
     assert f.line == 2
+
+
+def test_TM601_module_built_and_loaded_gets_no_fix_where_the_entry_is_read_back() -> None:
+    save = (
+        "import torch\n"
+        "from nets import Decoder\n"
+        "def snapshot(net, dest):\n"
+        "    copy = Decoder()\n"
+        "    copy.load_state_dict(net.state_dict())\n"
+        "    torch.save({'decoder': copy}, dest)\n"
+    )
+    (f,) = check_source(save, select=["TM601"])
+    assert f.line == 6 and f.fix is not None and f.fix.applicability == "unsafe"
+    # this code loads the entry back and uses it as a module: the edit alone would break it
+    reader = "def restore(net, src):\n    net.load_state_dict(torch.load(src)['decoder'].state_dict())\n"
+    (g,) = check_source(save + reader, select=["TM601"])
+    assert g.fix is None

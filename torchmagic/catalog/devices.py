@@ -77,11 +77,15 @@ RULES = [
             calls with `map_location`; files that hold no device tensors: a NumPy array
             (`torch.from_numpy(torch.load(f))`), a file this same code writes from the CPU (it has no accelerator path at
             all, or it moves the model to the CPU before `torch.save`); a file reloaded later in the same run (it goes back
-            onto the device it came from): in the same scope that saved it, after a call to a function of the source that
+            onto the device it came from): in the same scope that saved it (also under a formatted name with the same fixed
+            text: `torch.save(sd, "{}.pkl".format(epoch))` in the loop, then `torch.load("{}.pkl".format(best_epoch))`), at
+            the top level of a later notebook cell than the one that saved it (or of a cell run after it in the same
+            kernel), after a call to a function of the source that
             saves it (`fit(net)` then `net.load_state_dict(torch.load("last.pt"))`), or after a call that was handed both
             the module and the checkpoint's location (`early_stopping(val_loss, model, path)` then
             `model.load_state_dict(torch.load(path + "/checkpoint.pth"))`); a data file, named like a dataset, corpus or
-            vocabulary and not like a checkpoint (`torch.load(opt.data)`, `torch.load("vocab.pt")`), which preprocessing
+            vocabulary and not like a checkpoint (`torch.load(opt.data)`, `torch.load("vocab.pt")`, also through a name built
+            by formatting: `fn = "corpus.{}.data".format(digest)`), which preprocessing
             writes from the CPU. Checkpoints written by code that trains on a GPU, and files from elsewhere, are flagged
             """,
         autofix="""

@@ -14,7 +14,10 @@ RULES = [
             built it (an `nn.Module` class of the file or of torch, `torchvision.models.*`,
             `timm.create_model`, `torch.hub.load`, the live namespace), from its use as one (the
             name has `.parameters()`, `.train()`, `.eval()`, `.apply()` called on it: a class from a
-            sibling module, `model = model.RNNModel(...)`), or it is a function parameter named like
+            sibling module, `model = model.RNNModel(...)`), from loading a model's weights (an
+            object built from a class, `copy = WaveGlow(**cfg).cuda()`, then
+            `copy.load_state_dict(model.state_dict())`; not a class named like an optimizer,
+            scheduler, scaler or meter, nor one built over `.parameters()`), or it is a function parameter named like
             a model (`model`, `net`, `netG`, `encoder`) that no call in the file passes weights for;
             also through a name every binding of which is such a module, an alias or a copy of one
             (`to_save = copy.deepcopy(model).cpu()`, `frozen = model.eval()`).
@@ -40,7 +43,8 @@ RULES = [
             module stored in a checkpoint dict written in the call, `{"model": model}`, becomes
             `model.state_dict()`). Unsafe because the code that loads the file must change with it: build
             the model, then `load_state_dict`. No edit where the same file or notebook loads whole models
-            back (`torch.load` without any `load_state_dict`): the edit alone would break it.
+            back (`torch.load` without any `load_state_dict`), nor for a checkpoint dict entry the same
+            code loads and reads back by its key (`torch.load(p)["model"]`): the edit alone would break it.
             """,
     ),
     Rule(

@@ -204,13 +204,16 @@ RULES = [
             itself; classes that move their own tensor state (the class or a base in the
             same source defines `to`, `_apply` or `cuda`); live: instances of classes that move their own tensors (the class or a base other than `nn.Module` overrides `_apply`, as metric libraries do), and any module whose class is defined outside the user's code
             """,
+        # `self.mask = torch.ones(n).to(device)`: as a buffer it follows `model.to(device)`, so
+        # the move inside the module (TM102) goes with the fix
+        overrides=("TM102",),
     ),
     Rule(
         "TM107",
         "detach-in-forward",
         "info",
         evidence=("static",),
-        what="Flags `.detach()` and `.data` on intermediates inside `forward`.",
+        what="Flags `.detach()` and `.data` on intermediates inside `forward` that leave the layers before them no other path for gradients.",
         why="""
             Gradients stop flowing at that point: every layer before it stops learning, with no error.
             """,
@@ -229,7 +232,11 @@ RULES = [
             metadata or as a factory, which stops nothing (`x.data.new(...)`, `x.data.new_zeros(...)`, `x.data.size()`,
             `isinstance(x.data, torch.cuda.FloatTensor)`, `type(x.data)`); a stop-gradient under an explicit freeze switch
             (`if config.fix_emb:`, `if self.freeze:`, `if not self.train_emb:`); the output of a submodule the class freezes
-            (`self.cnn.requires_grad_(False)`). A detached submodule output gets the freeze advice:
+            (`self.cnn.requires_grad_(False)`); a stop-gradient that blocks one path of several, so gradients
+            still reach the layers before it: the straight-through estimator (`z + (q - z).detach()`,
+            `hard - soft.detach() + soft`), and a value that the same function also uses with its graph
+            (VQ-VAE's `mse_loss(q, z.detach())` beside `mse_loss(z, q.detach())`, a projection returned both
+            through a predictor and detached as a target). A detached submodule output gets the freeze advice:
             `self.cnn.requires_grad_(False)` where it is built, so it records no activations
             """,
         overrides=("TM403",),

@@ -13,8 +13,10 @@ RULES = [
             `torch.cuda.synchronize()` inside a `for`/`while` loop (or comprehension), on values
             that are (or may be) on a GPU, once per statement and once per tensor and iteration
             (the first read; later reads of the same tensor in the iteration wait for nothing new
-            until it is rebound). The runtime probe (TM303) measures what such waits cost when the
-            cell runs.
+            until it is rebound). A read whose value feeds a guard that stops the run
+            (`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`) is reported as info: the
+            wait is deliberate, and only worth removing if the guard can run every N steps. The
+            runtime probe (TM303) measures what such waits cost when the cell runs.
             """,
         why="""
             Each of these copies a value to the CPU, so the CPU waits until the GPU has finished all
@@ -49,7 +51,19 @@ RULES = [
             token fed back as the next input (`tok = logits.argmax(-1).item()` with
             `torch.tensor([tok])` or `torch.tensor([ids[-1]])` in the loop), except when the loop
             walks a tensor's elements (`[vocab[i.item()] for i in ids]`: one `.tolist()` would do);
-            a second read of a tensor already read earlier in the same iteration; `.numpy()` on
+            an id the host files results under (`{t["image_id"].item(): out for ...}`,
+            `f"{idx.item():06d}.png"`, also through a name: a key of a dict display or
+            comprehension, or a value formatted into a string with no spaces that ends in a file
+            extension or holds a `/`; a logged number is still flagged); a loop that breaks on its own `enumerate`/`range` index
+            reaching a small number (`if i == 4: break`, up to 16), or that walks a short list written
+            out in the source (`for k in range(len(ids))` with `ids = torch.tensor([1, 2, 3])`);
+            a second read of a tensor already read earlier in the same iteration; a read right
+            after another read of a GPU value, of a tensor that already exists and with nothing
+            computed in between (`total += loss.item()` then `correct += acc.item()`: the queue
+            is already drained, the first read is the finding; a tensor computed after the first
+            read, or a read that computes, such as `z.norm().item()`, is still flagged); the same
+            read in the `else` of an `if`/`else` whose first branch was reported (one of them runs
+            per iteration); `.numpy()` on
             its own (a CPU tensor waits for nothing, a GPU tensor raises; the wait in
             `x.cpu().numpy()` is the `.cpu()`)
             """,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import SimpleNamespace
 from weakref import WeakKeyDictionary
 
@@ -14,6 +16,7 @@ from ..context import Context
 from ..fixes import fix_of
 from ..nodes import has_kwargs_splat, keyword, terminal_name
 from ..registry import check
+from ..source import prepare
 from ._common import chain_root, is_cuda_literal, is_cuda_move, move_target, unparse, unparse_operand
 
 _DEVICE_SELECTION_HINT = (
@@ -45,13 +48,89 @@ def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
     return False
 
 
+# libraries that only run on an NVIDIA GPU: code built on them cannot run without CUDA anyway
+_CUDA_ONLY_LIBRARIES = ("apex", "cupy", "pycuda", "numba.cuda")
+_CUDA_PRESENT = re.compile(r"^(torch\.)?cuda\.(is_available\(\)|device_count\(\)( > 0| >= 1| != 0)?)$")
+_CUDA_ABSENT = re.compile(
+    r"^(not (torch\.)?cuda\.is_available\(\)|(torch\.)?cuda\.device_count\(\) (== 0|< 1))$"
+)
+_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+
+
+def cuda_only(ctx: Context) -> bool:
+    """The code says it runs on CUDA only, so a hardcoded `.cuda()` costs it no portability it
+    was meant to have: it asserts a GPU (`assert torch.cuda.is_available(), "..."`), stops
+    without one (`if not torch.cuda.is_available(): sys.exit(...)`), or is built on a library
+    that only runs on CUDA (apex, cupy, pycuda, numba.cuda, a custom `.cu` extension loaded
+    with `torch.utils.cpp_extension`). Read from the whole file or notebook."""
+    root = ctx.stack[0] if ctx.stack else None
+    return (root is not None and _tree_cuda_only(root)) or _declares_cuda_only(ctx.document)
+
+
+@lru_cache(maxsize=16)
+def _declares_cuda_only(document: str) -> bool:
+    if "cuda" not in document and "cupy" not in document and "apex" not in document:
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(prepare(document).python)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False  # the tree of the source being linted still answers
+    return _tree_cuda_only(tree)
+
+
+_tree_answers: WeakKeyDictionary[ast.AST, bool] = WeakKeyDictionary()
+
+
+def _tree_cuda_only(tree: ast.AST) -> bool:
+    if tree not in _tree_answers:
+        _tree_answers[tree] = any(_says_cuda_only(n) for n in ast.walk(tree))
+    return _tree_answers[tree]
+
+
+def _says_cuda_only(node: ast.AST) -> bool:
+    if isinstance(node, ast.Assert):
+        return bool(_CUDA_PRESENT.match(ast.unparse(node.test)))
+    if isinstance(node, ast.If) and _CUDA_ABSENT.match(ast.unparse(node.test)) and node.body:
+        last = node.body[-1]
+        if isinstance(last, ast.Raise):
+            return True
+        return (
+            isinstance(last, ast.Expr)
+            and isinstance(last.value, ast.Call)
+            and ast.unparse(last.value.func) in _EXITS
+        )
+    if isinstance(node, ast.Import):
+        return any(_cuda_only_library(a.name) for a in node.names)
+    if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        return _cuda_only_library(node.module) or any(
+            _cuda_only_library(f"{node.module}.{a.name}") for a in node.names
+        )
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+        name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+        if name == "load_inline" and any(k.arg == "cuda_sources" for k in node.keywords):
+            return True
+        if name == "load":  # `cpp_extension.load(name, sources=["k.cpp", "k.cu"])`
+            return any(
+                isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith(".cu")
+                for arg in (*node.args, *(k.value for k in node.keywords))
+                for c in ast.walk(arg)
+            )
+    return False
+
+
+def _cuda_only_library(module: str) -> bool:
+    return any(module == lib or module.startswith(lib + ".") for lib in _CUDA_ONLY_LIBRARIES)
+
+
 @check("TM201", calls={"cuda"})
 def cuda_call(call: ast.Call, ctx: Context) -> None:
     if not isinstance(call.func, ast.Attribute) or ctx.in_module_method:
         return
     if ctx.qualname(call.func) == "torch.cuda":
         return
-    if under_cuda_guard(ctx, call):
+    if under_cuda_guard(ctx, call) or cuda_only(ctx):
         return
     index = call.args[0] if call.args else keyword(call, "device")
     if isinstance(index, (ast.Name, ast.Attribute)):
@@ -112,8 +191,8 @@ def hardcoded_device(node: ast.AST, ctx: Context) -> None:
         where, label, literal = node, unparse(node, 50), target
     if literal is not None and _cuda_index(literal) is not None and _places_on_several_gpus(ctx):
         return  # model parallel: each part sits on the GPU the code names for it
-    if under_cuda_guard(ctx, where):  # type: ignore[arg-type]
-        return  # only runs when CUDA is there (`if torch.cuda.is_available():`)
+    if under_cuda_guard(ctx, where) or cuda_only(ctx):  # type: ignore[arg-type]
+        return  # only runs when CUDA is there (`if torch.cuda.is_available():`, CUDA-only code)
     ctx.flag(
         where,
         f"`{label}` hardcodes the CUDA device.",
@@ -134,6 +213,7 @@ class _Load:
     target: str | None  # `device` when the code has one at the load
     into: str | None = None  # `model` of `model.load_state_dict(torch.load(...))`
     location: frozenset[str] = frozenset()  # names the file's path is built from
+    template: str | None = None  # `{}.pkl` of `"{}.pkl".format(best_epoch)`
 
 
 @dataclass
@@ -142,6 +222,7 @@ class _Save:
     line: int
     scope: ast.AST | None
     cpu: bool
+    template: str | None = None
 
 
 @dataclass
@@ -174,6 +255,41 @@ def _path_of(ctx: Context, f: ast.AST | None) -> tuple[str | None, bool]:
     if f is None:
         return None, False
     return ast.unparse(f), isinstance(f, ast.Constant) and isinstance(f.value, str)
+
+
+def _name_template(node: ast.AST | None) -> str | None:
+    """The fixed text of a file name built by formatting (`"{}.pkl".format(epoch)`,
+    `f"ckpt_{step}.pt"`, `"net_%d.pth" % i`), with each filled-in part as `{}`; None for a name
+    that is not built that way."""
+    if isinstance(node, ast.JoinedStr):
+        text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+        and isinstance(node.func.value.value, str)
+    ):
+        text = re.sub(r"\{[^{}]*\}", "{}", node.func.value.value)
+    elif (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Mod)
+        and isinstance(node.left, ast.Constant)
+        and isinstance(node.left.value, str)
+    ):
+        text = re.sub(r"%[-+ #0-9.]*[a-zA-Z]", "{}", node.left.value)
+    else:
+        return None
+    return text if "{}" in text and text.strip("{}") else None
+
+
+def _file_node(ctx: Context, f: ast.AST | None) -> ast.AST | None:
+    """The expression that names the file: `f` itself, or what the name `f` was bound to."""
+    if isinstance(f, ast.Name):
+        origin = ctx.origin(f)
+        if isinstance(origin, ast.expr):
+            return origin
+    return f
 
 
 def _saved_from_cpu(ctx: Context, obj: ast.AST | None) -> bool:
@@ -237,7 +353,8 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
         f = keyword(call, "f") or (call.args[1] if len(call.args) >= 2 else None)
         obj = keyword(call, "obj") or (call.args[0] if call.args else None)
         path, _ = _path_of(ctx, f)
-        files.saves.append(_Save(path, call.lineno, scope, _saved_from_cpu(ctx, obj)))
+        template = _name_template(_file_node(ctx, f))
+        files.saves.append(_Save(path, call.lineno, scope, _saved_from_cpu(ctx, obj), template))
         return
     if q != "torch.load":
         return
@@ -273,6 +390,7 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
             target,
             into,
             _location_names(ctx, f),
+            _name_template(_file_node(ctx, f)),
         )
     )
 
@@ -289,12 +407,15 @@ def _names_a_data_file(ctx: Context, f: ast.AST | None) -> bool:
     scripts write those from the CPU (token lists, vocabularies, CPU tensors)."""
     if isinstance(f, ast.Name) and isinstance(origin := ctx.origin(f), ast.Constant):
         f = origin
+    template = _name_template(_file_node(ctx, f))
+    if template is not None:  # `fn = "corpus.{}.data".format(digest)`: the fixed part names it
+        f = ast.Constant(template)
     if isinstance(f, ast.Name):
         word = f.id
     elif isinstance(f, ast.Attribute):
         word = f.attr
     elif isinstance(f, ast.Constant) and isinstance(f.value, str):
-        word = f.value.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
+        word = f.value.replace("\\", "/").rsplit("/", 1)[-1]  # with its extension: `x.dataset`
     else:
         return False
     return bool(_DATA_WORDS.search(word)) and not _CHECKPOINT_WORDS.search(word)
@@ -317,13 +438,28 @@ def _decide_loads(ctx: Context, files: _Files) -> None:
     """At the end of the source, when every `torch.save` is known: a file this very code wrote
     needs no remapping when it was written from the CPU, or reloaded later in the same run."""
     module = ctx.stack[0] if ctx.stack else None
+    # files earlier cells of the notebook saved at their top level (`Context.notes`)
+    earlier_cells = set(ctx.notes.get(_SAVED_NOTE, {}))
+    history: set[str] | None = None
     for load in files.loads:
+        if load.scope is None:
+            if earlier_cells & _file_keys(load.path, load.template):
+                continue  # saved by an earlier cell of this notebook: same run, same device
+            if history is None:
+                history = _saved_in_kernel_history(ctx)
+            if history & _file_keys(load.path, load.template):
+                continue  # saved by a cell this kernel ran before
         same = [s for s in files.saves if s.path is not None and s.path == load.path]
         own = bool(same)
         if not same and not load.literal and files.saves and all(s.cpu for s in files.saves):
             continue  # every checkpoint this code writes is saved from the CPU
         if same and any(s.line < load.call.lineno and s.scope is load.scope for s in same):
             continue  # saved a few lines earlier in the same run: reloaded onto the same device
+        if load.template is not None and any(
+            s.template == load.template and s.line < load.call.lineno and s.scope is load.scope
+            for s in files.saves
+        ):
+            continue  # `"{}.pkl".format(epoch)` saved in the loop, the best epoch's file reloaded
         if same and all(s.cpu for s in same):
             continue
         earlier = _calls_before(load.scope or module, load.call.lineno)
@@ -339,6 +475,57 @@ def _decide_loads(ctx: Context, files: _Files) -> None:
             needs_accelerator=own,
             fix=_map_location_fix(ctx, load),
         )
+    saved = ctx.notes.setdefault(_SAVED_NOTE, {})
+    for save in files.saves:
+        if save.scope is None:
+            saved.update(dict.fromkeys(_file_keys(save.path, save.template), True))
+
+
+_SAVED_NOTE = "TM203.saved"  # ctx.notes key: files the notebook's cells saved at their top level
+
+
+def _file_keys(path: str | None, template: str | None) -> set[str]:
+    """How a save and a load can name the same file: its expression, or its name's template."""
+    keys = {f"path:{path}"} if path is not None else set()
+    if template is not None:
+        keys.add(f"template:{template}")
+    return keys
+
+
+def _saved_in_kernel_history(ctx: Context) -> set[str]:
+    """The files the cells this kernel ran before saved at their top level (`_ih`, IPython's
+    input history, in the namespace), as `_file_keys`: a file written earlier in the session is
+    reloaded in the same run, onto the device it came from."""
+    ns = ctx.namespace
+    history = ns.get("_ih") if isinstance(ns, dict) else None
+    if not isinstance(history, list):
+        return set()
+    current = "\n".join(ctx.lines).strip()
+    out: set[str] = set()
+    earlier = history[:-1] if ctx.post_run else history  # after the run, the cell is the last entry
+    for source in earlier[-200:]:
+        if not isinstance(source, str) or "save" not in source or source.strip() == current:
+            continue
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        for stmt in tree.body:
+            for call in ast.walk(stmt):
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    break
+                if not (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "save"
+                    and isinstance(call.func.value, ast.Name)
+                    and call.func.value.id == "torch"
+                ):
+                    continue
+                f = keyword(call, "f") or (call.args[1] if len(call.args) >= 2 else None)
+                if f is not None:
+                    out |= _file_keys(ast.unparse(f), _name_template(f))
+    return out
 
 
 def _map_location_fix(ctx: Context, load: _Load) -> Fix | None:

@@ -71,6 +71,11 @@ def _used_as_module(ctx: Context, name: str) -> bool:
     return False
 
 
+def _named_like_a_model(name: str) -> bool:
+    """`model`, `netG`, `resnet`: not `model_state`, `model_path`."""
+    return bool(_MODEL_NAME.match(name)) and not any(w in name.lower() for w in _NOT_A_MODEL)
+
+
 def _model_parameter(ctx: Context, name: str) -> bool:
     """A parameter of the current function named like a model (`model`, `netG`, `resnet`)
     that no call in the file passes a state dict or tensor for."""
@@ -97,6 +102,8 @@ def _model_parameter(ctx: Context, name: str) -> bool:
 def _is_module(ctx: Context, obj: ast.AST, depth: int = 0) -> bool:
     if isinstance(obj, ast.Name) and depth < 2 and _module_alias(ctx, obj, depth):
         return True  # `m.cpu()` may read as a tensor: the alias check comes first
+    if isinstance(obj, ast.Name) and depth < 2 and _built_and_loaded(ctx, obj, depth):
+        return True  # `m = Net().cuda()` reads as a tensor too
     kind = ctx.kind(obj)
     if kind == MODULE:
         return True
@@ -117,6 +124,59 @@ def _is_module(ctx: Context, obj: ast.AST, depth: int = 0) -> bool:
     ):
         return False
     return _used_as_module(ctx, obj.id) or (depth == 0 and _model_parameter(ctx, obj.id))
+
+
+# class names of objects that have `load_state_dict` and are not modules
+_NOT_MODULE_CLASS = re.compile(
+    r"optim|adam|sgd|prop|lamb|lars|sched|lr$|lr[A-Z_]|scaler|ema|meter", re.IGNORECASE
+)
+
+
+def _built_and_loaded(ctx: Context, name: ast.Name, depth: int) -> bool:
+    """`m = WaveGlow(**cfg).cuda()` (an imported class, or one of this source) and then
+    `m.load_state_dict(net.state_dict())` in the same scope: an object built from a class that
+    loads another model's weights is a module, even where the linter cannot see the class."""
+    value = ctx.origin(name)
+    for _ in range(4):
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in _RETURNS_MODULE
+        ):
+            value = value.func.value
+        else:
+            break
+    if not isinstance(value, ast.Call):
+        return False
+    cls = value.func.id if isinstance(value.func, ast.Name) else getattr(value.func, "attr", "")
+    if not cls[:1].isupper() or _NOT_MODULE_CLASS.search(cls):
+        return False
+    if any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "parameters"
+        for a in [*value.args, *(k.value for k in value.keywords)]
+        for n in ast.walk(a)
+    ):
+        return False  # built over a model's parameters: an optimizer
+    fn = ctx.frame.node
+    scope = fn if fn is not None and name.id in ctx.frame.names else module_node(ctx)
+    for sub in ast.walk(scope) if scope is not None else ():
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr == "load_state_dict"
+            and isinstance(sub.func.value, ast.Name)
+            and sub.func.value.id == name.id
+            and sub.args
+            and isinstance(arg := sub.args[0], ast.Call)
+            and isinstance(arg.func, ast.Attribute)
+            and arg.func.attr == "state_dict"
+            and (
+                _is_module(ctx, source := arg.func.value, depth + 1)
+                or (isinstance(source, ast.Name) and _named_like_a_model(source.id))
+            )
+        ):
+            return True
+    return False
 
 
 # module methods that return the module itself
@@ -195,18 +255,20 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
                 " tied to its class path.",
                 f"Store its weights: `{store}` (and `optimizer.state_dict()` for an"
                 " optimizer); rebuild the model and `load_state_dict` them.",
-                fix=_state_dict_fix(ctx, v, call),
+                fix=_state_dict_fix(ctx, v, call, key=k if is_dict else None),
             )
             return
 
 
-def _state_dict_fix(ctx: Context, module: ast.AST, call: ast.Call) -> Fix | None:
+def _state_dict_fix(ctx: Context, module: ast.AST, call: ast.Call, key: str | None = None) -> Fix | None:
     # unsafe: the file then holds weights, and the code that loads it must change with it
     if not _inside(module, call):
         return None  # a dict built elsewhere, which other code may also use
     document = ctx.document
     if "torch.load(" in document and "load_state_dict" not in document:
         return None  # this code loads whole models back: the edit alone would break it
+    if key and "torch.load(" in document and re.search(rf"""\[\s*['"]{re.escape(key)}['"]\s*\]""", document):
+        return None  # this code reads the entry back (`ckpt["model"].state_dict()`): it expects a module
     return (
         fix_of("Save the `state_dict()`", [ctx.edits.insert_after(module, ".state_dict()")], "unsafe")
         if isinstance(module, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))

@@ -14,8 +14,8 @@ from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
-from ._common import unparse
-from .devices import under_cuda_guard
+from ._common import unparse, unparse_operand
+from .devices import cuda_only, under_cuda_guard
 
 FACTORIES = frozenset(
     {
@@ -372,7 +372,22 @@ def _caller_cuda_flag(ctx: Context, call: ast.Call) -> bool:
                 )
                 if "cuda" in text.lower() or "gpu" in text.lower():
                     return True
+                if isinstance(sub, ast.Name) and _shared_global_flag(ctx, sub):
+                    return True
     return False
+
+
+def _shared_global_flag(ctx: Context, flag: ast.Name) -> bool:
+    """`if train_on_gpu:` with a module-level flag that the code outside the class also reads
+    (`if train_on_gpu: net.cuda()`): module and caller follow the same switch."""
+    name = flag.id
+    if name in ctx.frame.names or not ("cuda" in name.lower() or "gpu" in name.lower()):
+        return False
+    inside = sum(
+        1 for cls in _class_nodes(ctx) for n in ast.walk(cls) if isinstance(n, ast.Name) and n.id == name
+    )
+    # beyond the uses in the class and the flag's own assignment
+    return len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", ctx.document)) > inside + 1
 
 
 def _caller_device(ctx: Context, arg: ast.AST | None) -> bool:
@@ -395,6 +410,7 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
     if _caller_cuda_flag(ctx, call) or _model_parallel(ctx):
         return  # the caller asked for CUDA (`if self.use_cuda:`), or parts sit on chosen GPUs
     method = call.func.attr
+    fresh = _fresh_tensor(ctx, call.func.value)
     if method == "to":
         target = _device_target(ctx, call)
         if target is None or not (_is_device_literal(ctx, target) or _is_global_device(ctx, target)):
@@ -402,18 +418,79 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         label = f".to({unparse(target, 30)})"
         if device_type_of_literal(target) == "cpu" and _read_on_host(ctx, call):
             return
+        if device_type_of_literal(target) != "cpu" and cuda_only(ctx):
+            return  # the code runs on CUDA only (asserts a GPU, builds on apex or cupy)
+        if fresh and _shared_global_device(ctx, target):
+            return  # a new tensor on the device the caller also moves the model to
     else:
         if method == "cuda" and _caller_device(ctx, _device_target(ctx, call)):
             return
         if method == "cpu" and _read_on_host(ctx, call):
             return
+        if method == "cuda" and cuda_only(ctx):
+            return
         label = f".{method}()"
+    if fresh:
+        hint = (
+            "Build it where the module's own tensors are, so it follows the caller's"
+            " `model.to(device)`: `device=next(self.parameters()).device`."
+        )
+    else:
+        hint = (
+            "Let the caller move the model once (`model.to(device)`) and follow the input inside"
+            " the module: `.to(x.device)`."
+        )
     ctx.flag(
         call,
         f"`{unparse(call.func.value, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
-        "Let the caller move the model once (`model.to(device)`) and follow the input inside"
-        " the module: `.to(x.device)`.",
+        hint,
     )
+
+
+_FROM_HOST = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.Tensor"})
+
+
+def _fresh_tensor(ctx: Context, value: ast.AST) -> bool:
+    """`torch.zeros(n).float()`, `torch.from_numpy(state)`: a tensor the method builds itself
+    (a factory or a host array), so there is no input whose device it could follow."""
+    node, hops = value, 0
+    while hops < 12:
+        hops += 1
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            q = ctx.qualname(node.func) or ""
+            if q.startswith("torch.") and q.count(".") == 1:
+                name = q.split(".", 1)[1]
+                return q in _FROM_HOST or name in FACTORIES or name.endswith("Tensor")
+            node = node.func.value
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif isinstance(node, ast.Name):
+            origin = ctx.origin(node)
+            if origin is None:
+                return False
+            node = origin
+        else:
+            return False
+    return False
+
+
+def _shared_global_device(ctx: Context, target: ast.AST) -> bool:
+    """`device` is a module-level name that the code outside the class also moves things to
+    (`policy = Policy().to(device)`): module and caller follow the same choice."""
+    if not isinstance(target, ast.Name) or target.id in ctx.frame.names:
+        return False
+    pattern = re.compile(rf"\.to\(\s*(device\s*=\s*)?{re.escape(target.id)}\s*[,)]")
+    inside = sum(
+        1
+        for cls in _class_nodes(ctx)
+        for n in ast.walk(cls)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "to"
+        and isinstance(_device_target(ctx, n), ast.Name)
+        and _device_target(ctx, n).id == target.id  # type: ignore[union-attr]
+    )
+    return len(pattern.findall(ctx.document)) > inside
 
 
 _HOST_READS = frozenset({"numpy", "tolist", "item"})
@@ -1172,6 +1249,136 @@ def _frozen_submodules(ctx: Context) -> set[str]:
     return out
 
 
+# reads of a tensor that carry no gradient onward (`h.shape`, `len(h)`, `print(h)`)
+_NO_GRADIENT_READS = _DATA_META | frozenset({"requires_grad", "ndim", "is_leaf", "item", "tolist", "numpy"})
+_NO_GRADIENT_CALLS = frozenset({"len", "isinstance", "type", "print", "id", "repr", "str"})
+_Pos = tuple[int, int]
+
+
+def _pos(node: ast.AST) -> _Pos:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def _stops_gradient(node: ast.AST) -> ast.AST | None:
+    """The value `node` stops gradients at: `x` of `x.detach()` or of `x.data`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach":
+        return node.func.value
+    if isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load):
+        return node.value
+    return None
+
+
+class _Uses:
+    """Where each name of one function is bound (in source order) and read: enough to tell
+    whether a value also reaches the function's result through a read that keeps the graph."""
+
+    def __init__(self, fn: ast.AST) -> None:
+        self.bindings: dict[str, list[_Pos]] = {}
+        self.reads: dict[str, list[ast.Name]] = {}
+        self.parents: dict[ast.AST, ast.AST] = {}
+        args = getattr(fn, "args", None)
+        if isinstance(args, ast.arguments):
+            for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+                if a is not None:
+                    self.bindings.setdefault(a.arg, []).append((0, 0))
+        for parent in ast.walk(fn):
+            for child in ast.iter_child_nodes(parent):
+                self.parents[child] = parent
+        assigned: set[int] = set()
+        for sub in ast.walk(fn):
+            if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                # the name is bound once the value is computed: reads in the value see the old one
+                end = (sub.end_lineno or sub.lineno, sub.end_col_offset or 0)
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            self.bindings.setdefault(n.id, []).append(end)
+                            assigned.add(id(n))
+        for sub in ast.walk(fn):
+            if isinstance(sub, ast.Name):
+                if isinstance(sub.ctx, ast.Load):
+                    self.reads.setdefault(sub.id, []).append(sub)
+                elif id(sub) not in assigned:
+                    self.bindings.setdefault(sub.id, []).append(_pos(sub))  # loop and with targets
+        for positions in self.bindings.values():
+            positions.sort()
+
+    def binding(self, name: str, at: _Pos) -> _Pos | None:
+        before = [b for b in self.bindings.get(name, ()) if b <= at]
+        return before[-1] if before else None
+
+    def keeps_graph(self, read: ast.Name) -> bool:
+        """The read passes the tensor on with its graph: not under a stop-gradient, not a
+        metadata read (`h.shape`, `len(h)`), not a `torch.no_grad()` block."""
+        node: ast.AST = read
+        while node in self.parents:
+            parent = self.parents[node]
+            if _stops_gradient(parent) is node:
+                return False
+            if (
+                isinstance(parent, ast.Attribute)
+                and parent.value is node
+                and parent.attr in _NO_GRADIENT_READS
+            ):
+                return False
+            if isinstance(parent, ast.Call) and node in parent.args:
+                if isinstance(parent.func, ast.Name) and parent.func.id in _NO_GRADIENT_CALLS:
+                    return False
+            if isinstance(parent, ast.With) and any(
+                "no_grad" in ast.unparse(item.context_expr)
+                or "inference_mode" in ast.unparse(item.context_expr)
+                for item in parent.items
+            ):
+                return False
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                break
+            node = parent
+        return True
+
+
+_USES: WeakKeyDictionary[ast.AST, _Uses] = WeakKeyDictionary()
+
+
+def _gradient_goes_around(ctx: Context, node: ast.AST, expr: ast.AST) -> bool:
+    """The stop-gradient blocks one path of several, so gradients still reach the layers
+    before it: the straight-through estimator (`z + (q - z).detach()`,
+    `y_hard - y_soft.detach() + y_soft`: a name under the stop-gradient also appears, kept,
+    in the same arithmetic), or a value that is also used with its graph elsewhere in the
+    function (VQ-VAE's `mse_loss(q.detach(), z)` beside `mse_loss(q, z.detach())`, a
+    stop-gradient target next to the prediction it trains)."""
+    inside = {id(n) for n in ast.walk(node)}
+    names = {
+        n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id != "self" and n.id not in ctx.imports
+    }
+    top: ast.AST = node
+    for anc in reversed(ctx.stack):
+        if not isinstance(anc, (ast.BinOp, ast.UnaryOp)):
+            break
+        top = anc
+    if top is not node and any(
+        isinstance(n, ast.Name) and n.id in names and id(n) not in inside for n in ast.walk(top)
+    ):
+        return True
+    fn = ctx.frame.node
+    if fn is None or not names or any(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(expr)):
+        return False  # a submodule or parameter under the stop-gradient: nothing else shows its path
+    uses = _USES.get(fn)
+    if uses is None:
+        uses = _USES[fn] = _Uses(fn)
+    at = _pos(node)
+    for name in names:
+        if name not in uses.bindings:
+            continue  # a global or an import: no graph of this function to keep
+        bound = uses.binding(name, at)
+        if not any(
+            id(r) not in inside and uses.binding(name, _pos(r)) == bound and uses.keeps_graph(r)
+            for r in uses.reads.get(name, ())
+        ):
+            return False
+    return any(name in uses.bindings for name in names)
+
+
 @check("TM107", calls={"detach"}, attrs={"data"})
 def detach_in_forward(node: ast.AST, ctx: Context) -> None:
     if not ctx.in_forward or ctx.grad_mode is not None:
@@ -1188,7 +1395,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
             return
         if _not_a_stop_gradient(ctx, node):  # type: ignore[arg-type]
             return
-    if _under_freeze_switch(ctx):
+    if _under_freeze_switch(ctx) or _gradient_goes_around(ctx, node, expr):
         return
     sub = _submodule_output(ctx, expr)
     if sub is not None:
@@ -1196,7 +1403,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
             return  # frozen where it is built: the stop-gradient only says so again
         ctx.flag(
             node,
-            f"`{unparse(expr, 40)}{what}` in `forward` stops gradients from reaching `self.{sub}` and every layer before it.",
+            f"`{unparse_operand(expr, 40)}{what}` in `forward` stops gradients from reaching `self.{sub}` and every layer before it.",
             f"If `self.{sub}` is meant to stay frozen, say so where it is built:"
             f" `self.{sub}.requires_grad_(False)` in `__init__` (it then records no activations"
             " for a backward pass that never reaches it); otherwise remove the stop-gradient.",
@@ -1204,7 +1411,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         return
     ctx.flag(
         node,
-        f"`{unparse(expr, 40)}{what}` in `forward` stops gradients from reaching earlier layers.",
+        f"`{unparse_operand(expr, 40)}{what}` in `forward` stops gradients from reaching earlier layers.",
         "Remove it unless a stop-gradient is intended (then say so with a comment and"
         " `# torchcheck: ignore[TM107]`).",
     )

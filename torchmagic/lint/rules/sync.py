@@ -9,6 +9,8 @@ be on the CPU (live device, `.cpu()`-ed, a factory without a device), the CPU-on
 from __future__ import annotations
 
 import ast
+import re
+from weakref import WeakKeyDictionary
 
 from .. import accelerator
 from ..context import Context
@@ -182,13 +184,99 @@ def _few_iterations(ctx: Context, loop: ast.AST) -> bool:
         last = it.args[0] if len(it.args) == 1 else it.args[1]
         if _small_int(ctx, last):
             return True
-    if isinstance(it, (ast.List, ast.Tuple)) and len(it.elts) <= MAX_SHORT_LOOP:
+    if it is not None and _short_literal(ctx, it):
         return True
+    if (
+        isinstance(it, ast.Call)
+        and terminal_name(it.func) in ("range", "enumerate")
+        and len(it.args) == 1
+        and isinstance(it.args[0], ast.Call)
+        and terminal_name(it.args[0].func) == "len"
+        and len(it.args[0].args) == 1
+        and _short_literal(ctx, it.args[0].args[0])
+    ):
+        return True  # `for c in range(len(target))`, `target = torch.tensor([1, 2, 3]).to(device)`
     return any(_stops_on_a_count(outer.node) for outer in ctx.loops)
 
 
+# constructors that build a tensor or array from the data they are given
+_FROM_DATA = frozenset(
+    {"tensor", "as_tensor", "LongTensor", "FloatTensor", "IntTensor", "Tensor", "array", "asarray"}
+)
+
+
+def _short_literal(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+    """`[1, 2, 3]`, `torch.tensor([1, 2, 3]).to(device)`, `wrap(torch.LongTensor([4, 5]))`, or
+    a name bound to one: a handful of values written out in the source."""
+    if depth > 3:
+        return False
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return len(node.elts) <= MAX_SHORT_LOOP and not any(isinstance(e, ast.Starred) for e in node.elts)
+    if isinstance(node, ast.Name):
+        origin = ctx.origin(node)
+        return (
+            origin is not None and not isinstance(origin, ast.Name) and _short_literal(ctx, origin, depth + 1)
+        )
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    if isinstance(f, ast.Attribute) and f.attr in ("to", "cuda", "cpu", "long", "float", "int"):
+        return _short_literal(ctx, f.value, depth + 1)
+    if not node.args:
+        return False
+    first = node.args[0]
+    if terminal_name(f) in _FROM_DATA:
+        return isinstance(first, (ast.List, ast.Tuple)) and _short_literal(ctx, first, depth + 1)
+    # a wrapper around such a tensor (`cuda_variable(torch.LongTensor([1, 2, 3]))`)
+    return isinstance(first, ast.Call) and _short_literal(ctx, first, depth + 1)
+
+
+def _index_name(loop: ast.AST) -> str | None:
+    """`i` of `for i, x in enumerate(xs)` or `for i in range(n)`: the iteration count."""
+    it, target = getattr(loop, "iter", None), getattr(loop, "target", None)
+    if not isinstance(it, ast.Call):
+        return None
+    name = terminal_name(it.func)
+    if name == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
+        first = target.elts[0]
+        return first.id if isinstance(first, ast.Name) else None
+    if name == "range" and isinstance(target, ast.Name):
+        return target.id
+    return None
+
+
+def _stops_at_index(loop: ast.AST) -> bool:
+    """`if i == 4: break` (or `i >= 8`) in the loop's own body, on its enumerate/range index
+    and a small number: it runs a handful of iterations (a few validation batches to plot)."""
+    index = _index_name(loop)
+    if index is None:
+        return False
+    for stmt in getattr(loop, "body", None) or []:
+        if not (
+            isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], (ast.Break, ast.Return))
+        ):
+            continue
+        test = stmt.test
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Eq, ast.GtE, ast.Gt))
+            and isinstance(test.left, ast.Name)
+            and test.left.id == index
+            and isinstance(right := test.comparators[0], ast.Constant)
+            and isinstance(right.value, int)
+            and not isinstance(right.value, bool)
+            and right.value <= MAX_SHORT_LOOP
+        ):
+            return True
+    return False
+
+
 def _stops_on_a_count(loop: ast.AST) -> bool:
-    """The loop increments a counter and returns or breaks when it reaches a value."""
+    """The loop increments a counter and returns or breaks when it reaches a value, or breaks
+    on its own index reaching a small number."""
+    if _stops_at_index(loop):
+        return True
     counters = {
         n.target.id
         for n in ast.walk(loop)
@@ -324,6 +412,8 @@ def _host_needs_it(ctx: Context, call: ast.Call) -> bool:
     value, holder = _consumer(ctx, call)
     if isinstance(holder, ast.Subscript) and holder.slice is value:
         return True
+    if _names_something(ctx, value, holder):
+        return True
     if isinstance(holder, ast.Call) and value in holder.args:
         if terminal_name(holder.func) in _HOST_CONSUMERS:
             return True
@@ -333,7 +423,80 @@ def _host_needs_it(ctx: Context, call: ast.Call) -> bool:
     name = _bound_name(ctx, value, holder)
     if name is None or not ctx.in_loop:
         return False
-    return _fed_back(ctx, ctx.loops[-1].node, name, appended=not isinstance(holder, ast.Assign))
+    loop = ctx.loops[-1].node
+    if isinstance(holder, ast.Assign) and _names_something_in(ctx, loop, name):
+        return True
+    return _fed_back(ctx, loop, name, appended=not isinstance(holder, ast.Assign))
+
+
+# the literal text of a file name: no spaces, and an extension at the end or a path separator
+_PATH_TEXT = re.compile(r"^\S*(?:\.[A-Za-z][A-Za-z0-9]{1,4}|/\S*)$")
+
+
+def _path_format(node: ast.AST | None) -> bool:
+    """`f"{i:06d}.png"`, `"{}.jpg".format(i)`, `"out/%d.txt" % i`: a string that names a file."""
+    if isinstance(node, ast.JoinedStr):
+        text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+    ):
+        text = str(node.func.value.value)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
+        text = str(node.left.value)
+    else:
+        return False
+    return bool(_PATH_TEXT.search(text))
+
+
+def _names_something(ctx: Context, value: ast.AST, holder: ast.AST | None) -> bool:
+    """The host value is a key of a dict display or comprehension (`{t["image_id"].item(): out
+    for ...}`), or is formatted into a file name (`f"{idx.item():06d}.png"`): an id the host
+    needs to file the results, not a number to accumulate."""
+    if isinstance(holder, ast.Dict) and any(k is value for k in holder.keys):
+        return True
+    if isinstance(holder, ast.DictComp) and holder.key is value:
+        return True
+    if isinstance(holder, ast.FormattedValue) and holder.value is value:
+        stack = ctx.stack
+        joined = next((n for n in reversed(stack) if isinstance(n, ast.JoinedStr)), None)
+        return _path_format(joined)
+    if isinstance(holder, ast.Call) and any(a is value for a in holder.args):
+        return _path_format(holder)
+    if isinstance(holder, ast.Tuple):  # `"%s/%d.png" % (d, i.item())`
+        up = next((n for n in reversed(ctx.stack) if isinstance(n, ast.BinOp)), None)
+        return up is not None and up.right is holder and _path_format(up)
+    if isinstance(holder, ast.BinOp) and holder.right is value:
+        return _path_format(holder)
+    return False
+
+
+def _names_something_in(ctx: Context, loop: ast.AST, name: str) -> bool:
+    """In the loop, the name bound to the host value is a dict key or formatted into a file
+    name (`image_id = t["image_id"].item(); path = f"{image_id:012d}.png"`)."""
+
+    def is_name(n: ast.AST) -> bool:
+        while isinstance(n, ast.Call) and terminal_name(n.func) in _CONVERSIONS and n.args:
+            n = n.args[0]
+        return isinstance(n, ast.Name) and n.id == name
+
+    for sub in ast.walk(loop):
+        if isinstance(sub, ast.Dict) and any(k is not None and is_name(k) for k in sub.keys):
+            return True
+        if isinstance(sub, ast.DictComp) and is_name(sub.key):
+            return True
+        if isinstance(sub, ast.JoinedStr) and _path_format(sub):
+            if any(isinstance(v, ast.FormattedValue) and is_name(v.value) for v in sub.values):
+                return True
+        if isinstance(sub, ast.Call) and _path_format(sub) and any(is_name(a) for a in sub.args):
+            return True
+        if isinstance(sub, ast.BinOp) and _path_format(sub):
+            right = sub.right.elts if isinstance(sub.right, ast.Tuple) else [sub.right]
+            if any(is_name(a) for a in right):
+                return True
+    return False
 
 
 def _reads_each_element(ctx: Context, loop: ast.AST, value: ast.AST | None) -> bool:
@@ -374,9 +537,10 @@ def _read_keys(ctx: Context, expr: ast.AST) -> set[str]:
     return keys
 
 
-def _synced_by(ctx: Context, node: ast.AST) -> set[str]:
-    """What the TM301 reads in `node` (its parts that run whenever it runs) copy to the host."""
-    out: set[str] = set()
+def _reads_in(ctx: Context, node: ast.AST) -> list[ast.AST]:
+    """The values the TM301 reads in `node` (its parts that run whenever it runs) copy to the
+    host: `loss` of `loss.item()`, the tensor of `print(<tensor>)`."""
+    out: list[ast.AST] = []
     todo = [node]
     while todo:
         n = todo.pop()
@@ -399,12 +563,20 @@ def _synced_by(ctx: Context, node: ast.AST) -> set[str]:
         if isinstance(n, ast.Call):
             f = n.func
             if isinstance(f, ast.Attribute) and f.attr in _SYNC_METHODS and not n.args:
-                out |= _read_keys(ctx, f.value)
+                out.append(f.value)
             elif isinstance(f, ast.Name) and f.id == "print":
                 tensor = _tensor_in_print(ctx, n)
                 if tensor is not None:
-                    out |= _read_keys(ctx, tensor)
+                    out.append(tensor)
         todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _synced_by(ctx: Context, node: ast.AST) -> set[str]:
+    """What the TM301 reads in `node` copy to the host, as `_read_keys`."""
+    out: set[str] = set()
+    for value in _reads_in(ctx, node):
+        out |= _read_keys(ctx, value)
     return out
 
 
@@ -417,18 +589,16 @@ def _rebinds(node: ast.AST) -> set[str]:
     return out
 
 
-def _read_earlier_in_iteration(ctx: Context, loop: ast.AST, keys: set[str]) -> bool:
-    """Every tensor `keys` names was already copied to the host earlier in the same iteration,
-    by a statement that always runs before this one (`total += loss.item()` ... then
-    `writer.add_scalar("loss", loss.item())`), and not rebound since: the same wait, reported
-    once, at the first read."""
-    if not keys:
-        return False
+def _before_in_iteration(ctx: Context, loop: ast.AST) -> list[ast.AST] | None:
+    """What always runs before the node being checked in the same iteration of `loop`, in
+    order: the earlier statements of each enclosing block (a `with` block's statements one by
+    one) and the tests of the enclosing `if`s. None where that order is not known (a
+    comprehension, an `else` of the loop, a read in a handler)."""
     path = list(ctx.stack)
     start = next((i for i, n in enumerate(path) if n is loop), None)
     if start is None or isinstance(loop, _COMPREHENSIONS):
-        return False
-    synced: set[str] = set()
+        return None
+    order: list[ast.AST] = []
 
     def run(node: ast.AST) -> None:
         if isinstance(node, (ast.With, ast.AsyncWith)):
@@ -437,9 +607,7 @@ def _read_earlier_in_iteration(ctx: Context, loop: ast.AST, keys: set[str]) -> b
             for stmt in node.body:
                 run(stmt)  # in order: `out = model(x)` then `out.item()` in one block
             return
-        synced.update(_synced_by(ctx, node))
-        for bound in _rebinds(node):
-            synced.difference_update({k for k in synced if k == bound or k.startswith(bound + ".")})
+        order.append(node)
 
     for k in range(start, len(path) - 1):
         anc, child = path[k], path[k + 1]
@@ -455,7 +623,7 @@ def _read_earlier_in_iteration(ctx: Context, loop: ast.AST, keys: set[str]) -> b
             None,
         )
         if block is None or (anc is loop and block is not loop.body):  # type: ignore[attr-defined]
-            return False
+            return None
         for earlier in block[: next(i for i, x in enumerate(block) if x is child)]:
             run(earlier)
         if inside is None or not isinstance(inside, ast.stmt):
@@ -465,7 +633,69 @@ def _read_earlier_in_iteration(ctx: Context, loop: ast.AST, keys: set[str]) -> b
         elif isinstance(child, (ast.With, ast.AsyncWith)):
             for item in child.items:
                 run(item.context_expr)
+    return order
+
+
+def _read_earlier_in_iteration(ctx: Context, before: list[ast.AST], keys: set[str]) -> bool:
+    """Every tensor `keys` names was already copied to the host earlier in the same iteration,
+    by a statement that always runs before this one (`total += loss.item()` ... then
+    `writer.add_scalar("loss", loss.item())`), and not rebound since: the same wait, reported
+    once, at the first read."""
+    if not keys:
+        return False
+    synced: set[str] = set()
+    for node in before:
+        synced.update(_synced_by(ctx, node))
+        for bound in _rebinds(node):
+            synced.difference_update({k for k in synced if k == bound or k.startswith(bound + ".")})
     return keys <= synced
+
+
+# methods that return a view or the same data: reading through them launches no GPU work
+_NO_WORK = frozenset({"detach", "squeeze", "unsqueeze", "view", "t", "view_as", "expand"})
+_SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
+
+
+def _launches_no_work(node: ast.AST) -> bool:
+    """`acc`, `self.loss`, `prec[0]`, `out.detach()`: a tensor that already exists, read
+    without computing anything new on the GPU."""
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _launches_no_work(node.value)
+    if isinstance(node, ast.Subscript):
+        index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return _launches_no_work(node.value) and all(
+            isinstance(i, (ast.Constant, ast.Name, ast.Slice)) for i in index
+        )
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in _NO_WORK and _launches_no_work(node.func.value)
+    return False
+
+
+def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, keys: set[str]) -> bool:
+    """The statement just before this one in the iteration (or the test around it) read a GPU
+    value, nothing new was computed since, and this read computes nothing either (`total +=
+    loss.item()` then `correct += acc.item()`, `acc` computed before the first read): the GPU
+    queue is already drained, so this read waits for nothing new: the first one is the finding.
+    A tensor computed after the first read (`loss = ...` in between) is new GPU work, and a
+    real second wait."""
+    if not before or not keys or not _launches_no_work(value):
+        return False
+    last = before[-1]
+    if not isinstance(last, (*_SIMPLE, ast.expr)):
+        return False  # a block (`if`, `for`, `try`) may queue work after its own reads
+    if (
+        isinstance(last, ast.Expr)
+        and isinstance(last.value, ast.Call)
+        and terminal_name(last.value.func) in ("synchronize",)
+    ):
+        return True
+    reads = _reads_in(ctx, last)
+    if not any(accelerator.where(ctx, r) != accelerator.CPU for r in reads):
+        return False
+    rebound = _rebinds(last)
+    return not any(k == b or k.startswith(b + ".") for k in keys for b in rebound)
 
 
 @check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"})
@@ -510,13 +740,34 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     if guard_kind(ctx, call) is not None:
         # `if i == 0:` runs once; `if step % N == 0:` is the advice itself, already followed
         return
-    if value is not None and _read_earlier_in_iteration(ctx, loop, _read_keys(ctx, value)):
-        return  # the first read of the iteration is the finding
+    if value is not None:
+        before = _before_in_iteration(ctx, loop)
+        keys = _read_keys(ctx, value)
+        if before is not None and (
+            _read_earlier_in_iteration(ctx, before, keys) or _right_after_a_read(ctx, before, value, keys)
+        ):
+            return  # the first read of the iteration is the finding
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
     if place == accelerator.CPU or accelerator.in_cpu_branch(ctx, call):
         return  # a CPU tensor: reading it waits for no GPU
     if place == accelerator.ACCELERATOR and isinstance(func, ast.Attribute) and func.attr == "numpy":
         return  # `.numpy()` on a GPU tensor raises rather than waits: not this rule's message
+    roots = _roots(ctx, value) if value is not None else {label}
+    if _other_branch_reads(ctx, loop, roots):
+        return  # `if distributed: v = reduce(loss).item() else: v = loss.item()`: one runs
+    _note_branch_read(ctx, loop, call, roots)
+    if _feeds_a_guard(ctx, call, loop):
+        ctx.flag(
+            call,
+            f"`{label}` inside a loop waits for the GPU on every iteration, to check the value"
+            " before going on.",
+            "A per-step guard (stop on a NaN loss) needs the value each step; if it can wait, check"
+            " it every N steps, or keep the check on the device (`bad |= ~torch.isfinite(loss)`) and"
+            " read it once in a while.",
+            severity="info",
+            needs_accelerator=place is None,
+        )
+        return
     copies_out = isinstance(func, ast.Attribute) and func.attr == "cpu"
     ctx.flag(
         call,
@@ -529,6 +780,85 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         " loop, or only every N steps.",
         needs_accelerator=place is None,
     )
+
+
+def _roots(ctx: Context, value: ast.AST) -> set[str]:
+    """The names a read's tensors hang from (`reduce(loss.data)` -> {loss})."""
+    return {k.split(".", 1)[0] for k in _read_keys(ctx, value)}
+
+
+# ctx -> {id(if node): roots read (and reported) in its body}, for the `else` branch
+_BRANCH_READS: WeakKeyDictionary[Context, dict[int, set[str]]] = WeakKeyDictionary()
+
+
+def _branches(ctx: Context, loop: ast.AST, call: ast.AST) -> list[tuple[ast.If, bool]]:
+    """The `if`s between the loop and the read, and whether the read is in the `else`."""
+    stack = [*ctx.stack, call]
+    start = next((i for i, n in enumerate(stack) if n is loop), None)
+    if start is None:
+        return []
+    out = []
+    for parent, child in zip(stack[start:], stack[start + 1 :]):
+        if isinstance(parent, ast.If) and child is not parent.test:
+            out.append((parent, any(child is x for x in parent.orelse)))
+    return out
+
+
+def _note_branch_read(ctx: Context, loop: ast.AST, call: ast.AST, roots: set[str]) -> None:
+    seen = _BRANCH_READS.setdefault(ctx, {})
+    for node, in_else in _branches(ctx, loop, call):
+        if not in_else:
+            seen.setdefault(id(node), set()).update(roots)
+
+
+def _other_branch_reads(ctx: Context, loop: ast.AST, roots: set[str]) -> bool:
+    """The `if` branch of an `if`/`else` around this read already reported a read of the same
+    tensor: only one of the branches runs in an iteration, so it is the same wait."""
+    seen = _BRANCH_READS.get(ctx, {})
+    stack = [*ctx.stack]
+    return any(
+        in_else and bool(seen.get(id(node), set()) & roots)
+        for node, in_else in _branches(ctx, loop, stack[-1])
+    )
+
+
+_GUARD_CHECKS = frozenset({"isfinite", "isnan", "isinf"})
+_STOPS = frozenset({"exit", "_exit", "abort", "quit"})
+
+
+def _stops(body: list[ast.stmt]) -> bool:
+    """The block ends the run: `raise`, `sys.exit(1)`, `break`, `return`."""
+    last = body[-1] if body else None
+    if isinstance(last, (ast.Raise, ast.Break, ast.Return)):
+        return True
+    return (
+        isinstance(last, ast.Expr)
+        and isinstance(last.value, ast.Call)
+        and terminal_name(last.value.func) in _STOPS
+    )
+
+
+def _feeds_a_guard(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
+    """The host value goes to a check that stops the run (`loss_value = loss.item()` then
+    `if not math.isfinite(loss_value): sys.exit(1)`, or `math.isnan(loss.item())` in the test
+    itself): a deliberate per-step wait, for a decision only the host takes."""
+    value, holder = _consumer(ctx, call)
+    name = _bound_name(ctx, value, holder) if isinstance(holder, ast.Assign) else None
+
+    def checks(test: ast.AST) -> bool:
+        for n in ast.walk(test):
+            if isinstance(n, ast.Call) and terminal_name(n.func) in _GUARD_CHECKS and n.args:
+                arg = n.args[0]
+                if any(a is call for a in ast.walk(arg)):
+                    return True
+                if name is not None and isinstance(arg, ast.Name) and arg.id == name:
+                    return True
+        return False
+
+    for stmt in ast.walk(loop):
+        if isinstance(stmt, ast.If) and _stops(stmt.body) and checks(stmt.test):
+            return True
+    return False
 
 
 def _test_label(node: ast.AST) -> str:
