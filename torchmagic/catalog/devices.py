@@ -26,7 +26,10 @@ RULES = [
             `torch.cuda.*` module functions (`is_available`, `synchronize`, ...); `.cuda()` that only runs when the user
             asked for CUDA (`if cuda:`, `if args.cuda:`, `if use_cuda:`, `if torch.cuda.is_available():`,
             `x.cuda() if use_cuda else x`): such code already runs on a machine without a GPU; `.cuda(rank)`,
-            `.cuda(args.gpu)`: one GPU per process, chosen at run time (DDP and RPC trainers)
+            `.cuda(args.gpu)`: one GPU per process, chosen at run time (DDP and RPC trainers); code
+            that says it runs on CUDA only (`assert torch.cuda.is_available()`, stops without a GPU,
+            imports apex, cupy, pycuda or numba.cuda, loads a `.cu` extension); a loss built without
+            a class weight (`nn.CrossEntropyLoss().cuda()` holds no tensors: it moves nothing)
             """,
     ),
     Rule(

@@ -130,7 +130,7 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
         return
     if ctx.qualname(call.func) == "torch.cuda":
         return
-    if under_cuda_guard(ctx, call) or cuda_only(ctx):
+    if under_cuda_guard(ctx, call) or cuda_only(ctx) or _tensorless_loss(ctx, call.func.value):
         return
     index = call.args[0] if call.args else keyword(call, "device")
     if isinstance(index, (ast.Name, ast.Attribute)):
@@ -139,6 +139,21 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse_operand(call.func.value, 40)}.cuda({unparse(index, 20) if index is not None else ''})` hardcodes the CUDA device.",
         _DEVICE_SELECTION_HINT,
+    )
+
+
+_TENSOR_KEYWORDS = frozenset({"weight", "pos_weight"})
+
+
+def _tensorless_loss(ctx: Context, module: ast.AST) -> bool:
+    """`nn.CrossEntropyLoss().cuda()`: a loss built without a class weight holds no tensors, so
+    `.cuda()` moves nothing and runs the same on a machine without a GPU."""
+    return (
+        isinstance(module, ast.Call)
+        and (ctx.qualname(module.func) or "").startswith("torch.nn.")
+        and (ctx.qualname(module.func) or "").endswith("Loss")
+        and not module.args
+        and not any(k.arg is None or k.arg in _TENSOR_KEYWORDS for k in module.keywords)
     )
 
 
