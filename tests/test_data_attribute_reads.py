@@ -64,3 +64,20 @@ def test_live_reads_name_the_tensor_with_a_graph() -> None:
     assert f.message == "`pred.data` reads the tensor behind autograd's back."
     (g,) = tm403("print(other.data, pred.data)\n", ns)
     assert "`other.data` and `pred.data`" in g.message
+
+
+def test_a_write_already_under_no_grad_is_told_to_write_the_tensor_itself() -> None:
+    code = (
+        "import torch\n"
+        "params = [torch.randn(3, requires_grad=True)]\n"
+        "with torch.no_grad():\n"
+        "    for step in range(100):\n"
+        "        for p in params:\n"
+        "            p.data += -0.1 * p\n"
+        "for p in params:\n"
+        "    p.data.mul_(0.5)\n"
+    )
+    inside, outside = check_source(code, select=["TM403"])
+    assert inside.line == 6 and "already runs under `no_grad`" in inside.hint, inside.hint
+    assert "`p += ...`" in inside.hint and "with torch.no_grad()" not in inside.hint
+    assert outside.line == 8 and "with torch.no_grad(): p.mul_(0.5)" in outside.hint, outside.hint

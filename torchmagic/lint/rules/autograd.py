@@ -814,7 +814,7 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
                 f" `with torch.no_grad(): {owner}.{method}{clean}`."
             )
         else:
-            fix = f"Write under no_grad: `with torch.no_grad(): {owner}.{method}{clean}`."
+            fix = _write_hint(ctx, f"{owner}.{method}{clean}")
         ctx.flag(node, f"`{owner}.data.{method}{args}` writes the tensor behind autograd's back.", fix)
         return
     if (
@@ -860,7 +860,7 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             ctx.flag(
                 node,
                 f"`{owner}.data[...] = ...` writes the tensor behind autograd's back.",
-                f"Write under no_grad: `with torch.no_grad(): {owner}[...] = ...`.",
+                _write_hint(ctx, f"{owner}[...] = ..."),
             )
             return
         s = parent.slice
@@ -883,7 +883,7 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         ctx.flag(
             node,
             f"`{owner}.data {op}= ...` writes the tensor behind autograd's back.",
-            f"Write under no_grad: `with torch.no_grad(): {owner} {op}= ...`.",
+            _write_hint(ctx, f"{owner} {op}= ..."),
         )
         return
     if isinstance(node.ctx, ast.Store):
@@ -894,7 +894,7 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         if owner.endswith(".grad"):
             fix = f"Assign the gradient itself: `{owner} = ...` (it is not part of any graph)."
         elif swap == "same":
-            fix = f"Write under no_grad: `with torch.no_grad(): {owner}.copy_(...)`."
+            fix = _write_hint(ctx, f"{owner}.copy_(...)")
         else:
             fix = (
                 f"Write under no_grad: `with torch.no_grad(): {owner}.copy_(...)` when the new value has"
@@ -1417,3 +1417,11 @@ def eval_without_no_grad(loop: LoopInfo | ast.Module, ctx: Context) -> None:
         "Run the evaluation under `with torch.no_grad():` (or decorate the function with"
         " `@torch.no_grad()`); `torch.inference_mode()` is faster where the outputs never feed training.",
     )
+
+
+def _write_hint(ctx: Context, write: str) -> str:
+    """Where the write already runs with gradients off (`with torch.no_grad():` around a
+    hand-written update), `.data` adds nothing: write the tensor itself."""
+    if ctx.grad_mode is not None:
+        return f"This already runs under `{ctx.grad_mode}`: write the tensor itself, `{write}`."
+    return f"Write under no_grad: `with torch.no_grad(): {write}`."
