@@ -91,7 +91,8 @@ RULES = [
             0 or 1, so a confidently wrong prediction gets log(0), a loss capped at 100 and no
             gradient to correct it; `binary_cross_entropy` also raises under CUDA autocast.
             `binary_cross_entropy_with_logits(x, y)` computes the same loss from the logits without
-            the rounding.
+            the rounding. Normalising twice computes another loss (an error); the sigmoid case
+            computes the right one wherever the logits are moderate, so it is reported as a warning.
             """,
         example="""
             loss = F.cross_entropy(F.softmax(logits, dim=1), y)

@@ -147,7 +147,10 @@ def softmax_into_cross_entropy(call: ast.Call, ctx: Context) -> None:
     else:
         message = f"`{unparse(call, 60)}` receives a `{norm}` output instead of raw logits."
         hint = _FIX[kind][0].upper() + _FIX[kind][1:] + "."
-    ctx.flag(call, message, hint, fix=_logits_fix(ctx, call, kind, norm))
+    # a sigmoid into BCE computes the right loss wherever the logits are moderate: unstable, not
+    # wrong, so a warning; normalising twice into cross_entropy computes another loss: an error
+    severity = "warning" if kind == "bce" else None
+    ctx.flag(call, message, hint, fix=_logits_fix(ctx, call, kind, norm), severity=severity)
 
 
 def _with_logits_text(ctx: Context, call: ast.Call) -> str:
