@@ -19,7 +19,7 @@ import ast
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .kinds import LOADER, MODULE
+from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS
 from .nodes import keyword
 
 if TYPE_CHECKING:
@@ -52,25 +52,7 @@ _CUDA_WORK = frozenset(
 _PARALLEL = frozenset({"DataParallel", "DistributedDataParallel"})
 # methods whose result is on the host
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
-_FACTORIES = frozenset(
-    {
-        "zeros",
-        "ones",
-        "empty",
-        "full",
-        "rand",
-        "randn",
-        "randint",
-        "randperm",
-        "arange",
-        "linspace",
-        "logspace",
-        "eye",
-        "tensor",
-        "as_tensor",
-        "from_numpy",
-    }
-)
+_FACTORIES = NEW_TENSOR_FUNCS | {"logspace", "as_tensor", "from_numpy"}
 _DEVICE_WORDS = ("cuda", "gpu", "device", "accel")
 
 

@@ -106,6 +106,28 @@ TORCH_NON_TENSOR = frozenset(
         "are_deterministic_algorithms_enabled",
     }
 )
+# `torch.<name>(sizes or values)`: a new tensor built from nothing the call could follow (no
+# input tensor, so no device or graph of one); and the `*_like` ones, which take only the input's
+# shape, dtype and device (never its graph)
+NEW_TENSOR_FUNCS = frozenset(
+    {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "arange",
+        "eye",
+        "linspace",
+        "tensor",
+        "randperm",
+    }
+)
+LIKE_FUNCS = frozenset(
+    f"{name}_like" for name in ("zeros", "ones", "empty", "full", "rand", "randn", "randint")
+)
 NUMBER_FUNCS = frozenset({"len", "int", "float", "round", "abs", "sum", "min", "max", "bool"})
 TENSOR_TO_NUMBER = frozenset(
     {

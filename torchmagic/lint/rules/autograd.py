@@ -13,7 +13,19 @@ import types
 from ...report import Fix
 from ..context import Context, LoopInfo, grad_context
 from ..fixes import fix_of
-from ..kinds import DEVICE, DTYPE, MODULE, NONE, NUMBER, PARAMETER, SHAPE, STRING, TENSOR
+from ..kinds import (
+    DEVICE,
+    DTYPE,
+    LIKE_FUNCS,
+    MODULE,
+    NEW_TENSOR_FUNCS,
+    NONE,
+    NUMBER,
+    PARAMETER,
+    SHAPE,
+    STRING,
+    TENSOR,
+)
 from ..registry import check
 from ._common import call_chain, chain_root, name_like, receiver, unparse, unparse_operand
 from ._flow import (
@@ -597,31 +609,7 @@ def _bound_for_metadata_only(ctx: Context, node: ast.Attribute) -> bool:
 
 # torch factories whose result never requires grad unless told to (`requires_grad=True`), whatever
 # their arguments (not `as_tensor`, which returns a tensor argument as it is)
-_PLAIN_FACTORIES = frozenset(
-    {
-        "zeros",
-        "ones",
-        "empty",
-        "full",
-        "rand",
-        "randn",
-        "randint",
-        "arange",
-        "eye",
-        "linspace",
-        "logspace",
-        "tensor",
-        "from_numpy",
-        "randperm",
-        "zeros_like",
-        "ones_like",
-        "empty_like",
-        "full_like",
-        "rand_like",
-        "randn_like",
-        "randint_like",
-    }
-)
+_PLAIN_FACTORIES = NEW_TENSOR_FUNCS | LIKE_FUNCS | {"logspace", "from_numpy"}
 _NOT_TENSORS = frozenset({NUMBER, DEVICE, DTYPE, STRING, NONE, SHAPE})
 
 
@@ -959,25 +947,9 @@ def _fresh_tensor(ctx: Context, node: ast.AST) -> bool:
     return q.startswith("torch.") and q.count(".") == 1 and q[6:] in _FRESH
 
 
-_FRESH = frozenset(
-    # not the legacy `torch.Tensor(t)` / `torch.FloatTensor(t)`: given a tensor they alias it,
-    # graph and all, so the wrapper's detach still matters there
-    {
-        "zeros",
-        "ones",
-        "empty",
-        "full",
-        "rand",
-        "randn",
-        "randint",
-        "arange",
-        "eye",
-        "linspace",
-        "tensor",
-        "from_numpy",
-        "randperm",
-    }
-)
+# not the legacy `torch.Tensor(t)` / `torch.FloatTensor(t)`: given a tensor they alias it, graph
+# and all, so the wrapper's detach still matters there
+_FRESH = NEW_TENSOR_FUNCS | {"from_numpy"}
 
 
 def _is_model_output(ctx: Context, node: ast.AST) -> bool:

@@ -11,31 +11,13 @@ from ...report import Fix
 from ..accelerator import device_type_of_literal
 from ..context import Context, grad_context
 from ..fixes import fix_of
-from ..kinds import DTYPE, MODULE, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
+from ..kinds import DTYPE, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
 from ..nodes import has_kwargs_splat, keyword
 from ..registry import check
 from ._common import unparse, unparse_operand
 from .devices import cuda_only, under_cuda_guard
 
-FACTORIES = frozenset(
-    {
-        "zeros",
-        "ones",
-        "empty",
-        "full",
-        "rand",
-        "randn",
-        "randint",
-        "arange",
-        "eye",
-        "linspace",
-        "logspace",
-        "tensor",
-        "as_tensor",
-        "randperm",
-        "normal",
-    }
-)
+FACTORIES = NEW_TENSOR_FUNCS | {"logspace", "as_tensor", "normal"}
 
 
 def _call_label(call: ast.Call) -> str:
