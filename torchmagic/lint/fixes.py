@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..report import Edit, Finding, Fix
+from .nodes import is_atom
 from .source import prepare
 
 MAX_ROUNDS = 32  # a bound, not a budget: real files settle in two or three rounds
@@ -24,24 +25,6 @@ MAX_ROUNDS = 32  # a bound, not a budget: real files settle in two or three roun
 
 def _char_col(line_text: str, byte_col: int) -> int:
     return len(line_text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
-
-
-# Expressions that can take `.attr` / `(...)` after them without parentheses.
-_ATOMS = (
-    ast.Name,
-    ast.Attribute,
-    ast.Call,
-    ast.Subscript,
-    ast.List,
-    ast.Tuple,
-    ast.Dict,
-    ast.Set,
-    ast.ListComp,
-    ast.SetComp,
-    ast.DictComp,
-    ast.GeneratorExp,
-    ast.JoinedStr,
-)
 
 
 class EditMaker:
@@ -125,7 +108,7 @@ class EditMaker:
     def atom(self, node: ast.AST) -> str:
         """The node's text, in parentheses where a trailing `.attr` would bind to less than it."""
         text = self.source(node)
-        if isinstance(node, _ATOMS) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        if is_atom(node):
             return text
         return f"({text})"
 

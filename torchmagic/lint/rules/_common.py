@@ -6,6 +6,7 @@ import ast
 
 from ..context import Context
 from ..kinds import DEVICE, TENSOR_KINDS
+from ..nodes import is_atom
 
 CUDA_PREFIX = "cuda"
 
@@ -27,28 +28,10 @@ def unparse(node: ast.AST, limit: int = 60) -> str:
     return (cut[:boundary] if boundary > limit // 2 else cut).rstrip(" ,.([") + "…"
 
 
-# Expressions that take a trailing `.attr` without parentheses around them.
-_OPERANDS = (
-    ast.Name,
-    ast.Attribute,
-    ast.Call,
-    ast.Subscript,
-    ast.List,
-    ast.Tuple,
-    ast.Dict,
-    ast.Set,
-    ast.ListComp,
-    ast.SetComp,
-    ast.DictComp,
-    ast.GeneratorExp,
-    ast.JoinedStr,
-)
-
-
 def unparse_operand(node: ast.AST, limit: int = 60) -> str:
     """`unparse` of a node that a message follows with `.attr`: `(xs ** 2).data`, not `xs ** 2.data`."""
     text = unparse(node, limit)
-    if isinstance(node, _OPERANDS) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+    if is_atom(node):
         return text
     return f"({text})"
 
