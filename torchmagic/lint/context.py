@@ -152,6 +152,7 @@ class Context:
         # the whole file or notebook this source is part of (set by the CLI for notebooks):
         # fixes read it for other uses of what they change
         self._document: str | None = None
+        self.wider_document = False  # `document` was given, not read from this source's own lines
         self.namespace = namespace
         # the namespace holds what this very source bound when it ran (a checked cell, after it
         # ran): live values may answer for names the source binds too
@@ -286,6 +287,11 @@ class Context:
         if self._document is None:
             self._document = "\n".join(self.lines)
         return self._document
+
+    def use_document(self, text: str) -> None:
+        """Set the whole file or notebook this source is part of."""
+        self._document = text
+        self.wider_document = True
 
     def spelling(self, qualified: str) -> str | None:
         """How this source can write `qualified` (`torch.nn.ModuleList` is `nn.ModuleList`

@@ -87,7 +87,7 @@ def lint(
     checks = static_checks(select, ignore)
     ctx = Context(prep.lines, namespace, post_run=post_run, accelerator_hint=accelerator_hint)
     if document is not None:
-        ctx._document = document
+        ctx.use_document(document)
     if carry is not None:
         carry.into(ctx)
     try:

@@ -64,7 +64,10 @@ def cuda_only(ctx: Context) -> bool:
     that only runs on CUDA (apex, cupy, pycuda, numba.cuda, a custom `.cu` extension loaded
     with `torch.utils.cpp_extension`). Read from the whole file or notebook."""
     root = ctx.stack[0] if ctx.stack else None
-    return (root is not None and _tree_cuda_only(root)) or _declares_cuda_only(ctx.document)
+    if root is not None and _tree_cuda_only(root):
+        return True
+    # the source's own tree answered for its own text: parse the document only when it is wider
+    return ctx.wider_document and _declares_cuda_only(ctx.document)
 
 
 @lru_cache(maxsize=16)
