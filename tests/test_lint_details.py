@@ -178,3 +178,33 @@ def test_TM106_parameter_conversions_agree_with_pytorch() -> None:
         exec(code, namespace)
         registered = "w" in dict(namespace["N"]().named_parameters())
         assert flagged == (not registered), expr
+
+
+def test_TM701_a_sliding_window_gets_the_unfold_that_computes_it() -> None:
+    code = (
+        "import torch\n"
+        "def corr(X, K):\n"
+        "    h, w = K.shape\n"
+        "    Y = torch.zeros((X.shape[0] - h + 1, X.shape[1] - w + 1))\n"
+        "    for i in range(Y.shape[0]):\n"
+        "        for j in range(Y.shape[1]):\n"
+        "            Y[i, j] = (X[i:i + h, j:j + w] * K).sum()\n"
+        "    return Y\n"
+    )
+    f = only(code, "TM701")
+    assert "slides the window `X[i:i + h, j:j + w]`" in f.message
+    assert "`X.unfold(0, h, 1).unfold(1, w, 1)`" in f.hint and "conv2d" in f.hint
+    # the spelling the hint gives computes what the loop computes
+    import torch
+
+    scope: dict = {}
+    exec(code, scope)
+    X, K = torch.randn(6, 7), torch.randn(2, 3)
+    windows = eval("X.unfold(0, h, 1).unfold(1, w, 1)", {"X": X, "h": 2, "w": 3})
+    assert torch.allclose(scope["corr"](X, K), (windows * K).sum((-2, -1)), atol=1e-5)
+
+
+def test_TM701_an_element_loop_without_windows_keeps_the_general_hint() -> None:
+    code = "import torch\nx = torch.randn(4, 3)\nout = torch.empty(4)\nfor i in range(x.shape[0]):\n    out[i] = x[i, 1:3].sum()\n"
+    f = only(code, "TM701")
+    assert "element by element" in f.message and "unfold" not in f.hint

@@ -13,7 +13,9 @@ RULES = [
             `n = x.size(0)`) whose body indexes `x[i]` or writes `out[i] = ...` element by element,
             `for v in x:` directly over a tensor, and any `for i in range(...)` that fills a tensor
             on an accelerator one element at a time (`X[i] = ...`: one small copy per iteration).
-            Reported at the `for` line.
+            Reported at the `for` line. A body that reads a sliding window (`X[i:i + h, j:j + w]`,
+            as a hand-written convolution or pooling does) gets the `unfold` that takes every
+            window at once (`X.unfold(0, h, 1).unfold(1, w, 1)`) and the convolution it is.
             """,
         why="""
             Every iteration launches tiny kernels (and often syncs): a Python loop over a tensor's

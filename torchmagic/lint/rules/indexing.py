@@ -224,12 +224,63 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
         return
     if _only_side_effects(ctx, body, tensor):
         return
+    window = _sliding_window(node)
+    if window is not None:
+        read, unfold = window
+        ctx.flag(
+            node,
+            f"`for {node.target.id} in {unparse(it, 40)}` slides the window `{unparse(read, 40)}`"
+            " over the tensor one position at a time in Python.",
+            f"Take every window at once: `{unfold}` is a view with the windows in its last"
+            " dimensions, so one reduction over them replaces the loop; a window multiplied by a"
+            " kernel and summed is a convolution: `torch.nn.functional.conv2d` (or `conv1d`).",
+        )
+        return
     ctx.flag(
         node,
         f"`for {node.target.id} in {unparse(it, 40)}` indexes `{unparse(tensor, 20)}` element by element in Python.",
         "Replace the loop by one vectorised operation over the whole tensor (broadcasting,"
         " `x.max(dim=1)`, `gather`, `torch.where`).",
     )
+
+
+def _window_size(part: ast.AST, loop_vars: set[str]) -> ast.AST | None:
+    """`size` of the slice `i:i + size` on a loop's variable (step 1): one window position."""
+    if not (isinstance(part, ast.Slice) and part.step is None):
+        return None
+    lo, hi = part.lower, part.upper
+    if not (isinstance(lo, ast.Name) and lo.id in loop_vars):
+        return None
+    if isinstance(hi, ast.BinOp) and isinstance(hi.op, ast.Add):
+        if isinstance(hi.left, ast.Name) and hi.left.id == lo.id:
+            return hi.right
+        if isinstance(hi.right, ast.Name) and hi.right.id == lo.id:
+            return hi.left
+    return None
+
+
+def _sliding_window(loop: ast.For) -> tuple[ast.Subscript, str] | None:
+    """The body reads `x[i:i + h, j:j + w]` with `i`, `j` the variables of this loop and the
+    loops inside it: a sliding window (a convolution, a pooling), which `x.unfold` gives whole.
+    Returns the read and the `unfold` spelling of it."""
+    loop_vars = {
+        n.target.id for n in ast.walk(loop) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)
+    }
+    for sub in ast.walk(loop):
+        if not (isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Load)):
+            continue
+        parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+        unfolds = []
+        for dim, part in enumerate(parts):
+            size = _window_size(part, loop_vars)
+            if size is not None:
+                unfolds.append(f".unfold({dim}, {unparse(size, 15)}, 1)")
+            elif not (isinstance(part, ast.Slice) and part.lower is None and part.upper is None):
+                break  # an index or a fixed slice: not a plain window over these dimensions
+        else:
+            if unfolds:
+                return sub, unparse_operand(sub.value, 20) + "".join(unfolds)
+    return None
 
 
 def _is_scalar(ctx: Context, node: ast.AST) -> bool:
