@@ -321,3 +321,74 @@ def test_progress_shows_on_a_terminal_for_long_runs_only(tmp_path: Path) -> None
     assert "torchmagic check" not in on_a_terminal("m00.py")  # one file: no bar
     piped = run("check", ".", cwd=tmp_path)
     assert "torchmagic check" not in piped.stderr  # not a terminal: no bar
+
+
+# a trainer that places everything with `.cuda()` and a Module that moves its own labels
+CUDA_EVERYWHERE = (
+    "import torch\n"
+    "from torch import nn\n"
+    "class Trainer(nn.Module):\n"
+    "    def forward(self, scores, labels):\n"
+    "        return nn.functional.cross_entropy(scores, labels.cuda())\n"
+    "def smooth(pred, target):\n"
+    "    weight = torch.ones(target.shape).cuda()\n"
+    "    return (weight * (pred - target)).abs().sum()\n"
+)
+
+
+def _project(tmp_path: Path, kernels: str | None) -> Path:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "model").mkdir()
+    (tmp_path / "trainer.py").write_text(CUDA_EVERYWHERE)
+    if kernels is not None:
+        (tmp_path / "model" / "roi_kernels.py").write_text(kernels)
+    return tmp_path
+
+
+def test_a_project_built_on_a_cuda_only_library_makes_its_cuda_calls_no_portability_loss(
+    tmp_path: Path,
+) -> None:
+    # the cupy import is in another file of the same repository: a file checked alone (or in
+    # a pre-commit run that passes only it) still knows the project cannot run without CUDA
+    _project(tmp_path, "import cupy as cp\nimport torch\n\ndef roi_pool(x):\n    return cp.asarray(x)\n")
+    r = run("check", "trainer.py", "--select", "TM1,TM2", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "TM102" not in r.stdout and "TM201" not in r.stdout
+
+
+@pytest.mark.parametrize(
+    "others",
+    [
+        {},  # nothing in the project says CUDA-only
+        # an optional import the project runs without
+        {"model/roi_kernels.py": "try:\n    import apex\nexcept ImportError:\n    apex = None\n"},
+        # a test that skips without a GPU says nothing of the project's own code
+        {
+            "tests/test_kernels.py": "import unittest, torch\n"
+            "if not torch.cuda.is_available():\n"
+            "    raise unittest.SkipTest('needs a GPU')\n"
+        },
+        # a benchmark script that asserts a GPU speaks for itself, not for the trainer
+        {"bench_gpu.py": "import torch\nassert torch.cuda.is_available()\n"},
+    ],
+    ids=["plain", "optional-apex", "gpu-test", "gpu-script"],
+)
+def test_cuda_calls_are_reported_when_nothing_in_the_project_requires_cuda(
+    tmp_path: Path, others: dict[str, str]
+) -> None:
+    _project(tmp_path, None)
+    for name, text in others.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    r = run("check", "trainer.py", "--select", "TM1,TM2", cwd=tmp_path)
+    assert r.returncode == 1
+    rules = [line.split()[1] for line in r.stdout.splitlines()]
+    assert rules == ["TM102", "TM201"], r.stdout
+
+
+def test_a_loose_file_gets_no_evidence_from_the_folders_around_it(tmp_path: Path) -> None:
+    # no project marker: the folder is not a project, a neighbour's cupy import is not ours
+    (tmp_path / "kernels.py").write_text("import cupy\n")
+    (tmp_path / "trainer.py").write_text(CUDA_EVERYWHERE)
+    r = run("check", "trainer.py", "--select", "TM2", cwd=tmp_path)
+    assert "TM201" in r.stdout

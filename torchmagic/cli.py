@@ -20,6 +20,7 @@ from typing import Any
 
 from . import catalog
 from .lint.context import Carry
+from .lint.cuda_only import project_cuda_only, project_root
 from .lint.engine import lint
 from .lint.rules.compile import notebook_notes
 
@@ -302,6 +303,9 @@ def _run(
     if jobs <= 0:
         jobs = min(os.cpu_count() or 1, 8) if len(files) >= PARALLEL_MIN_FILES else 1
     if jobs > 1 and len(files) > 1:
+        # each project is read once, here, and the forked workers inherit what was found
+        for root in {project_root(f) for f in files} - {None}:
+            project_cuda_only(root)  # type: ignore[arg-type]
         try:
             import multiprocessing as mp
 
@@ -347,11 +351,19 @@ def lint_file(path: str, select: list[str] | None = None, ignore: list[str] | No
     # ... and a function compiled in cell 7 runs compiled in the cell that defines it.
     carry = Carry(notes=notebook_notes(u.code for u in units)) if path.endswith(".ipynb") else None
     document = "\n".join(u.code for u in units) if carry is not None else None
+    root = project_root(path)
+    cuda_only = root is not None and project_cuda_only(root) is not None
     results = []
     for unit in units:
         try:
             result = lint(
-                unit.code, path=unit.label, select=select, ignore=ignore, carry=carry, document=document
+                unit.code,
+                path=unit.label,
+                select=select,
+                ignore=ignore,
+                carry=carry,
+                document=document,
+                project_cuda_only=cuda_only,
             )
             carry = result.carry
         except Exception as e:  # a bug in torchmagic must not hide the other files' findings

@@ -28,7 +28,10 @@ RULES = [
             `x.cuda() if use_cuda else x`): such code already runs on a machine without a GPU; `.cuda(rank)`,
             `.cuda(args.gpu)`: one GPU per process, chosen at run time (DDP and RPC trainers); code
             that says it runs on CUDA only (`assert torch.cuda.is_available()`, stops without a GPU,
-            imports apex, cupy, pycuda or numba.cuda, loads a `.cu` extension); a loss built without
+            imports apex, cupy, pycuda or numba.cuda without a fallback, loads a `.cu` extension),
+            in the file, the notebook, or (`torchmagic check`) any file of the project around it
+            (the nearest folder with `.git`, `pyproject.toml`, `setup.py`, `setup.cfg` or
+            `requirements.txt`; tests are not read); a loss built without
             a class weight (`nn.CrossEntropyLoss().cuda()` holds no tensors: it moves nothing)
             """,
     ),

@@ -69,7 +69,8 @@ RULES = [
             `device` a parameter; modules in code that uses `torch.distributed.rpc` (`RRef`, `to_here`, `rpc_sync`), which must
             hand CPU tensors back over RPC and place each remote shard on its worker's device; model parallel classes that
             place their submodules on two or more devices (`self.a = ....to("cuda:0")`, `self.b = ....to("cuda:1")`), where
-            moving activations between the parts is the point; moves under a CUDA flag the caller sets
+            moving activations between the parts is the point; `.cuda()` and CUDA literals in code that runs on CUDA only
+            (the file, notebook or project says so, as for TM201); moves under a CUDA flag the caller sets
             (`if self.use_cuda: h = h.cuda()`); `.cpu()` / `.to("cpu")` that fetches values for Python (chained with
             `.tolist()`/`.numpy()`/`.item()`, or bound to a name the method reads that way: host-side indices from
             `.nonzero().cpu()`); a factory moved in the same call (`torch.zeros(n).to(device)`) is TM101's

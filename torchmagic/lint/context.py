@@ -153,6 +153,9 @@ class Context:
         # fixes read it for other uses of what they change
         self._document: str | None = None
         self.wider_document = False  # `document` was given, not read from this source's own lines
+        # the project around a checked file declares it runs on CUDA only (a file that imports
+        # cupy, asserts a GPU): a hardcoded `.cuda()` costs this source no portability either
+        self.project_cuda_only = False
         self.namespace = namespace
         # the namespace holds what this very source bound when it ran (a checked cell, after it
         # ran): live values may answer for names the source binds too

@@ -60,12 +60,14 @@ def lint(
     post_run: bool = False,
     accelerator_hint: bool = False,
     document: str | None = None,
+    project_cuda_only: bool = False,
 ) -> LintResult:
     """`check_source`, also telling which rules failed internally. `carry` is what earlier
     cells of the same notebook established (imports, classes, what names hold); `post_run`:
     `namespace` holds what this source bound when it ran (a checked cell, after it ran);
     `accelerator_hint`: something outside this source already uses an accelerator;
-    `document`: the whole notebook the source is a cell of (fixes look there for other uses)."""
+    `document`: the whole notebook the source is a cell of (fixes look there for other uses);
+    `project_cuda_only`: the project the source belongs to runs on CUDA only."""
     prep = prepare(code)
     if not prep.is_python:
         return LintResult(carry=carry)
@@ -88,6 +90,7 @@ def lint(
     ctx = Context(prep.lines, namespace, post_run=post_run, accelerator_hint=accelerator_hint)
     if document is not None:
         ctx.use_document(document)
+    ctx.project_cuda_only = project_cuda_only
     if carry is not None:
         carry.into(ctx)
     try:

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from dataclasses import dataclass, field
-from functools import lru_cache
 from types import SimpleNamespace
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
 from ..accelerator import CPU, device_type_of_literal, where
 from ..context import Context
+from ..cuda_only import declares_cuda_only, text_declares_cuda_only
 from ..fixes import fix_of
 from ..nodes import has_kwargs_splat, keyword, terminal_name
 from ..registry import check
-from ..source import prepare
 from ._common import chain_root, is_cuda_literal, is_cuda_move, move_target, unparse, unparse_operand
 
 _DEVICE_SELECTION_HINT = (
@@ -48,83 +46,17 @@ def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
     return False
 
 
-# libraries that only run on an NVIDIA GPU: code built on them cannot run without CUDA anyway
-_CUDA_ONLY_LIBRARIES = ("apex", "cupy", "pycuda", "numba.cuda")
-_CUDA_PRESENT = re.compile(r"^(torch\.)?cuda\.(is_available\(\)|device_count\(\)( > 0| >= 1| != 0)?)$")
-_CUDA_ABSENT = re.compile(
-    r"^(not (torch\.)?cuda\.is_available\(\)|(torch\.)?cuda\.device_count\(\) (== 0|< 1))$"
-)
-_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
-
-
 def cuda_only(ctx: Context) -> bool:
-    """The code says it runs on CUDA only, so a hardcoded `.cuda()` costs it no portability it
-    was meant to have: it asserts a GPU (`assert torch.cuda.is_available(), "..."`), stops
-    without one (`if not torch.cuda.is_available(): sys.exit(...)`), or is built on a library
-    that only runs on CUDA (apex, cupy, pycuda, numba.cuda, a custom `.cu` extension loaded
-    with `torch.utils.cpp_extension`). Read from the whole file or notebook."""
+    """The code says it runs on CUDA only (see `cuda_only.declares_cuda_only`), so a hardcoded
+    `.cuda()` costs it no portability it was meant to have. Read from the whole file or
+    notebook, and from the project around a checked file."""
+    if ctx.project_cuda_only:
+        return True
     root = ctx.stack[0] if ctx.stack else None
-    if root is not None and _tree_cuda_only(root):
+    if root is not None and declares_cuda_only(root):
         return True
     # the source's own tree answered for its own text: parse the document only when it is wider
-    return ctx.wider_document and _declares_cuda_only(ctx.document)
-
-
-@lru_cache(maxsize=16)
-def _declares_cuda_only(document: str) -> bool:
-    if "cuda" not in document and "cupy" not in document and "apex" not in document:
-        return False
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(prepare(document).python)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False  # the tree of the source being linted still answers
-    return _tree_cuda_only(tree)
-
-
-_tree_answers: WeakKeyDictionary[ast.AST, bool] = WeakKeyDictionary()
-
-
-def _tree_cuda_only(tree: ast.AST) -> bool:
-    if tree not in _tree_answers:
-        _tree_answers[tree] = any(_says_cuda_only(n) for n in ast.walk(tree))
-    return _tree_answers[tree]
-
-
-def _says_cuda_only(node: ast.AST) -> bool:
-    if isinstance(node, ast.Assert):
-        return bool(_CUDA_PRESENT.match(ast.unparse(node.test)))
-    if isinstance(node, ast.If) and _CUDA_ABSENT.match(ast.unparse(node.test)) and node.body:
-        last = node.body[-1]
-        if isinstance(last, ast.Raise):
-            return True
-        return (
-            isinstance(last, ast.Expr)
-            and isinstance(last.value, ast.Call)
-            and ast.unparse(last.value.func) in _EXITS
-        )
-    if isinstance(node, ast.Import):
-        return any(_cuda_only_library(a.name) for a in node.names)
-    if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-        return _cuda_only_library(node.module) or any(
-            _cuda_only_library(f"{node.module}.{a.name}") for a in node.names
-        )
-    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
-        name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
-        if name == "load_inline" and any(k.arg == "cuda_sources" for k in node.keywords):
-            return True
-        if name == "load":  # `cpp_extension.load(name, sources=["k.cpp", "k.cu"])`
-            return any(
-                isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith(".cu")
-                for arg in (*node.args, *(k.value for k in node.keywords))
-                for c in ast.walk(arg)
-            )
-    return False
-
-
-def _cuda_only_library(module: str) -> bool:
-    return any(module == lib or module.startswith(lib + ".") for lib in _CUDA_ONLY_LIBRARIES)
+    return ctx.wider_document and text_declares_cuda_only(ctx.document)
 
 
 @check("TM201", calls={"cuda"})

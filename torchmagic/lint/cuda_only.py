@@ -1,0 +1,204 @@
+"""Code that says it runs on CUDA only: a hardcoded `.cuda()` costs it no portability it was meant
+to have. Read from one tree, from a whole notebook, or from the project a checked file lives in:
+a repository built on cupy is CUDA-only in every one of its files, also the ones that never
+import it (a script that asserts a GPU speaks only for itself)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import warnings
+from functools import lru_cache
+from pathlib import Path
+from weakref import WeakKeyDictionary
+
+from .source import prepare
+
+# libraries that only run on an NVIDIA GPU: code built on them cannot run without CUDA anyway
+_CUDA_ONLY_LIBRARIES = ("apex", "cupy", "pycuda", "numba.cuda")
+_CUDA_PRESENT = re.compile(r"^(torch\.)?cuda\.(is_available\(\)|device_count\(\)( > 0| >= 1| != 0)?)$")
+_CUDA_ABSENT = re.compile(
+    r"^(not (torch\.)?cuda\.is_available\(\)|(torch\.)?cuda\.device_count\(\) (== 0|< 1))$"
+)
+_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+# a cheap look at the raw text before any parse: the text of every declaration matches this
+_LIBRARY_TOKENS = (b"apex", b"cupy", b"pycuda", b"numba", b"cuda_sources", b".cu'", b'.cu"')
+_LIBRARY_MENTIONS = re.compile(r"\b(import|from)\s+(apex|cupy|pycuda|numba)\b|cuda_sources|\.cu['\"]")
+_MENTIONS = re.compile(
+    _LIBRARY_MENTIONS.pattern
+    + r"|assert\s+(torch\.)?cuda\.(is_available|device_count)"
+    + r"|not\s+(torch\.)?cuda\.is_available|cuda\.device_count\(\)\s*(==|<)"
+)
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+# what marks the top of a project, nearest first wins
+_ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt")
+# folders that hold other people's code or build output, never the project's own
+_SKIPPED_DIRS = frozenset(
+    {"node_modules", "site-packages", "dist-packages", "build", "dist", "__pycache__", "venv", "env"}
+    # a test that needs a GPU (`if not torch.cuda.is_available(): raise SkipTest`) says nothing
+    # of where the project's own code runs
+    | {"test", "tests", "testing"}
+)
+MAX_PROJECT_FILES = 3000
+MAX_FILE_BYTES = 1_000_000
+
+
+def declares_cuda_only(tree: ast.AST, *, library_only: bool = False) -> bool:
+    """The tree asserts a GPU (`assert torch.cuda.is_available(), "..."`), stops without one
+    (`if not torch.cuda.is_available(): sys.exit(...)`), or is built on a library that only runs
+    on CUDA (apex, cupy, pycuda, numba.cuda, a custom `.cu` extension loaded with
+    `torch.utils.cpp_extension`). An import that the code survives without (`try: import apex`
+    / `except ImportError: apex = None`) is an option, not a requirement.
+    `library_only`: only what the code is built on (libraries, extensions), which holds for
+    every file that uses it; an assert or an exit says only that its own script needs a GPU."""
+    answers = _library_answers if library_only else _tree_answers
+    if tree not in answers:
+        answers[tree] = _any_declaration(tree, False, library_only)
+    return answers[tree]
+
+
+_tree_answers: WeakKeyDictionary[ast.AST, bool] = WeakKeyDictionary()
+_library_answers: WeakKeyDictionary[ast.AST, bool] = WeakKeyDictionary()
+
+
+def _any_declaration(node: ast.AST, optional: bool, library_only: bool) -> bool:
+    if not optional and _says_cuda_only(node, library_only):
+        return True
+    if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+        guarded = _survives_import_error(node)  # type: ignore[arg-type]
+        parts: list[tuple[list[ast.AST], bool]] = [
+            (node.body, optional or guarded),  # type: ignore[attr-defined]
+            (node.handlers, optional),  # type: ignore[attr-defined]
+            (node.orelse, optional or guarded),  # type: ignore[attr-defined]
+            (node.finalbody, optional),  # type: ignore[attr-defined]
+        ]
+        return any(_any_declaration(child, opt, library_only) for nodes, opt in parts for child in nodes)
+    return any(_any_declaration(child, optional, library_only) for child in ast.iter_child_nodes(node))
+
+
+def _survives_import_error(node: ast.Try) -> bool:
+    """A handler that catches a failed import and goes on (does not raise or exit)."""
+    for handler in node.handlers:
+        caught = handler.type
+        names = (
+            [caught] if caught is None or not isinstance(caught, ast.Tuple) else list(caught.elts)  # type: ignore[list-item]
+        )
+        if not any(n is None or _terminal(n) in _IMPORT_ERRORS for n in names):
+            continue
+        stops = any(
+            isinstance(s, ast.Raise)
+            or (
+                isinstance(s, ast.Expr)
+                and isinstance(s.value, ast.Call)
+                and ast.unparse(s.value.func) in _EXITS
+            )
+            for s in handler.body
+        )
+        if not stops:
+            return True
+    return False
+
+
+def _terminal(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+def _says_cuda_only(node: ast.AST, library_only: bool) -> bool:
+    if library_only and isinstance(node, (ast.Assert, ast.If)):
+        return False
+    if isinstance(node, ast.Assert):
+        return bool(_CUDA_PRESENT.match(ast.unparse(node.test)))
+    if isinstance(node, ast.If) and _CUDA_ABSENT.match(ast.unparse(node.test)) and node.body:
+        last = node.body[-1]
+        if isinstance(last, ast.Raise):
+            return True
+        return (
+            isinstance(last, ast.Expr)
+            and isinstance(last.value, ast.Call)
+            and ast.unparse(last.value.func) in _EXITS
+        )
+    if isinstance(node, ast.Import):
+        return any(_cuda_only_library(a.name) for a in node.names)
+    if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        return _cuda_only_library(node.module) or any(
+            _cuda_only_library(f"{node.module}.{a.name}") for a in node.names
+        )
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+        name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+        if name == "load_inline" and any(k.arg == "cuda_sources" for k in node.keywords):
+            return True
+        if name == "load":  # `cpp_extension.load(name, sources=["k.cpp", "k.cu"])`
+            return any(
+                isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith(".cu")
+                for arg in (*node.args, *(k.value for k in node.keywords))
+                for c in ast.walk(arg)
+            )
+    return False
+
+
+def _cuda_only_library(module: str) -> bool:
+    return any(module == lib or module.startswith(lib + ".") for lib in _CUDA_ONLY_LIBRARIES)
+
+
+@lru_cache(maxsize=16)
+def text_declares_cuda_only(text: str, *, library_only: bool = False) -> bool:
+    """`declares_cuda_only` of a whole document (a notebook around a cell, a project file)."""
+    if not (_LIBRARY_MENTIONS if library_only else _MENTIONS).search(text):
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(prepare(text).python)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return declares_cuda_only(tree, library_only=library_only)
+
+
+def _is_test_file(name: str) -> bool:
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
+
+def project_root(path: str) -> Path | None:
+    """The nearest folder above a checked file that marks a project (a git checkout, a
+    `pyproject.toml`, `setup.py`, `setup.cfg` or `requirements.txt`); None for a loose file."""
+    here = Path(os.path.abspath(path)).parent
+    for folder in (here, *here.parents):
+        if any((folder / marker).exists() for marker in _ROOT_MARKERS):
+            return folder
+    return None
+
+
+@lru_cache(maxsize=64)
+def project_cuda_only(root: Path) -> str | None:
+    """The project file (relative path) that builds the project on a CUDA-only library or
+    extension, or None. Reads at most `MAX_PROJECT_FILES` Python files, skipping hidden,
+    vendored, build and test folders."""
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".")
+            and d not in _SKIPPED_DIRS
+            and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))  # a virtualenv
+        )
+        for name in sorted(files):
+            if not name.endswith(".py") or _is_test_file(name):
+                continue
+            seen += 1
+            if seen > MAX_PROJECT_FILES:
+                return None
+            file = Path(folder) / name
+            try:
+                if file.stat().st_size > MAX_FILE_BYTES:
+                    continue
+                data = file.read_bytes()
+            except OSError:
+                continue
+            if not any(token in data for token in _LIBRARY_TOKENS):
+                continue  # the usual case, found at memory speed
+            if text_declares_cuda_only(data.decode("utf-8", errors="replace"), library_only=True):
+                return str(file.relative_to(root))
+    return None
