@@ -13,6 +13,8 @@ line of a multi-line statement still matches the label of its closing line.
 Prints per rule: findings now, how many are right/wrong/debatable/not yet labelled, the
 precision (right / labelled), and the right findings of the labelled set that are no longer
 reported (recall lost). `--new` writes the unlabelled findings, ready to be labelled.
+`--projects DIR` checks each file of a repository rebuilt under `DIR/owner__repo/` inside that
+tree (what the project around a file tells, such as a CUDA-only library imported elsewhere).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import sys
+import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -49,20 +53,41 @@ def load_labels(corpus: Path) -> dict[Key, dict[str, Any]]:
     return labels
 
 
-def findings(corpus: Path) -> list[dict[str, Any]]:
+def findings(corpus: Path, projects: Path | None = None) -> list[dict[str, Any]]:
     root = corpus / "files"
     out = []
-    for path in sorted(root.iterdir()):
-        if path.suffix not in (".py", ".ipynb"):
-            continue
-        _, found, errors = lint_file(str(path))
-        for e in errors:
-            if "internal error" in e:  # a crashing rule would look like a precise one
-                raise SystemExit(f"torchmagic failed on {path.name}: {e}")
-        for f in found:
-            f["file"] = f["path"].replace(str(root) + os.sep, "")
-            out.append(f)
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in sorted(root.iterdir()):
+            if path.suffix not in (".py", ".ipynb"):
+                continue
+            checked = in_project(path, projects, Path(scratch)) if projects else path
+            _, found, errors = lint_file(str(checked))
+            for e in errors:
+                if "internal error" in e:  # a crashing rule would look like a precise one
+                    raise SystemExit(f"torchmagic failed on {path.name}: {e}")
+            for f in found:
+                f["file"] = path.name + f["path"][len(str(checked)) :]  # keeps `#cellN`
+                out.append(f)
     return out
+
+
+def in_project(path: Path, projects: Path, scratch: Path) -> Path:
+    """Where to check a corpus file `owner__repo__dir__name.py` as a user would, inside its
+    repository: when `projects/owner__repo/` holds a rebuilt tree of that repository (its
+    project markers and the files that matter to the checked one), a copy of that tree with the
+    file put back at `dir/name.py`; else the file itself."""
+    owner, _, rest = path.name.partition("__")
+    repo, _, inner = rest.partition("__")
+    tree = projects / f"{owner}__{repo}"
+    if not inner or not tree.is_dir():
+        return path
+    copy = scratch / tree.name
+    if not copy.exists():
+        shutil.copytree(tree, copy)
+    target = copy / inner.replace("__", os.sep)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, target)
+    return target
 
 
 def match(found: list[dict[str, Any]], labels: dict[Key, dict[str, Any]]) -> list[tuple[dict, dict | None]]:
@@ -91,6 +116,11 @@ def main() -> int:
     ap.add_argument("--corpus", default=os.environ.get("TORCHMAGIC_CORPUS", "/work/corpus"))
     ap.add_argument("--new", help="write the findings that have no label yet to this JSON file")
     ap.add_argument("--rule", help="only this rule (or prefix)")
+    ap.add_argument(
+        "--projects",
+        help="a folder of rebuilt repository trees (`owner__repo/`): a corpus file of such a repository"
+        " is checked inside it, as a user who runs `torchmagic check` in their checkout would",
+    )
     args = ap.parse_args()
     corpus = Path(args.corpus)
     if not (corpus / "files").is_dir():
@@ -99,7 +129,7 @@ def main() -> int:
     labels = load_labels(corpus)
     pairs = [
         (f, lab)
-        for f, lab in match(findings(corpus), labels)
+        for f, lab in match(findings(corpus, Path(args.projects) if args.projects else None), labels)
         if not args.rule or f["rule"].startswith(args.rule)
     ]
     per_rule: dict[str, Counter[str]] = defaultdict(Counter)
