@@ -74,40 +74,45 @@ def parameters(func: ast.AST) -> set[str]:
     return {a.arg for a in every if a is not None}
 
 
-def sole_binding(scope: ast.AST, name: str) -> tuple[ast.AST, int | None] | None:
-    """What `name` holds wherever it is read in `scope`, when one plain assignment is its only
-    binding there: `(value, None)` for `name = value`, `(value, i)` for `a, name = value` (the
-    i-th item of the value). None for a parameter, or a name bound in any other way (a loop
-    target, an import, a `global`) or more than once: one binding cannot be overtaken."""
-    if name in parameters(scope):
-        return None
-    stores: list[ast.Name] = []
+def sole_bindings(scope: ast.AST) -> dict[str, tuple[ast.AST, int | None]]:
+    """What each name holds wherever it is read in `scope`, for the names one plain assignment
+    binds there and nothing else: `(value, None)` for `name = value`, `(value, i)` for
+    `a, name = value` (the i-th item of the value). Not parameters, nor names bound in any
+    other way (a loop target, an import, a `global`) or more than once: one binding cannot be
+    overtaken."""
+    stores: dict[str, list[ast.AST]] = {}
+    other: set[str] = set(parameters(scope))
     assigns: list[ast.Assign] = []
     for n in own_nodes(scope):
-        if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load):
-            stores.append(n)
-        elif isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names:
-            return None
-        elif isinstance(n, ast.ExceptHandler) and n.name == name:
-            return None
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name:
-            return None
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            stores.setdefault(n.id, []).append(n)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            other.update(n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            other.add(n.name)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            other.add(n.name)
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            if any((a.asname or a.name.split(".", 1)[0]) == name for a in n.names):
-                return None
+            other.update(a.asname or a.name.split(".", 1)[0] for a in n.names)
         elif isinstance(n, ast.Assign) and len(n.targets) == 1:
             assigns.append(n)
-    if len(stores) != 1:
-        return None
-    store = stores[0]
+    out: dict[str, tuple[ast.AST, int | None]] = {}
     for a in assigns:
         target = a.targets[0]
-        if target is store:
-            return a.value, None
-        if isinstance(target, (ast.Tuple, ast.List)) and not any(
+        if isinstance(target, ast.Name):
+            items: list[tuple[ast.AST, int | None]] = [(target, None)]
+        elif isinstance(target, (ast.Tuple, ast.List)) and not any(
             isinstance(e, ast.Starred) for e in target.elts
         ):
-            for i, e in enumerate(target.elts):
-                if e is store:
-                    return a.value, i
-    return None
+            items = [(e, i) for i, e in enumerate(target.elts)]
+        else:
+            continue
+        for elt, index in items:
+            if isinstance(elt, ast.Name) and elt.id not in other and len(stores.get(elt.id, [])) == 1:
+                out[elt.id] = (a.value, index)
+    return out
+
+
+def sole_binding(scope: ast.AST, name: str) -> tuple[ast.AST, int | None] | None:
+    """`sole_bindings(scope)` for one name."""
+    return sole_bindings(scope).get(name)

@@ -1,7 +1,8 @@
 """TM3xx — CPU-GPU synchronisation: code that makes the CPU wait for the GPU.
 
 Both rules speak of the GPU, so they stay silent where no GPU is involved: a value known to
-be on the CPU (live device, `.cpu()`-ed, a factory without a device), the CPU-only branch of
+be on the CPU (live device, `.cpu()`-ed, a factory without a device, combined with a CPU
+tensor literal: see `accelerator.where`), the CPU-only branch of
 `x.cpu().numpy() if x.is_cuda else x.numpy()`, and code with no path to an accelerator at all
 (`needs_accelerator`: kept only when the file, notebook or kernel moves something to one).
 """
