@@ -41,10 +41,16 @@ RULES = [
             a guard around a loop that is part of one step (`if step % N == 0:` then
             `for name, p in model.named_parameters(): writer.add_histogram(name, p.cpu()...)`);
             loops that run a handful of times (`range(4)`, a short list, a loop that stops on a
-            count); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
+            count, a DataLoader over a handful of rows written out in the source: a
+            `TensorDataset` or a Dataset class whose `__len__` counts a constructor argument
+            such as `torch.tensor([[...], ...])`, also when a function of this source returns
+            the loader, `train_loader, _ = prepare_dataset()`); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
             in the file, notebook or kernel); values known to be on the CPU (live device,
             `.cpu()`-ed, a factory without a device, batches from a DataLoader that were never
-            moved); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
+            moved, a function's argument that it combines with a CPU tensor of one dimension or
+            more, `torch.max(boxes[:, :2], crop[:2])` with `crop = torch.FloatTensor([...])`,
+            since mixing devices raises, and what a helper of this source that moves nothing and
+            reads no global data returns from CPU tensors); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
             `x.numpy() if not on_gpu else ...`, where the other branch is flagged); a value the
             host needs to go on: `env.step(a.item())` or `env.step(a.cpu().numpy())` (also through
             a name, `actions = q.argmax(1).cpu().numpy(); env.step(actions)`), an index, a greedy

@@ -10,7 +10,9 @@ over CPU tensors waits for nothing. Two questions:
   gets no GPU-wait findings.
 - where does this particular tensor live? The live namespace answers for names (lint runs
   after the cell, so the cell's own names hold their last values); the source answers for
-  values that were `.cpu()`-ed, `.numpy()`-ed or built by a factory without a device.
+  values that were `.cpu()`-ed, `.numpy()`-ed or built by a factory without a device, for a
+  function's argument that it combines with a CPU tensor literal (mixing devices raises), and
+  for what a helper of this source that moves nothing returns from CPU arguments.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS
-from .nodes import keyword
+from .nodes import has_kwargs_splat, keyword, own_nodes, parameters, sole_bindings
 
 if TYPE_CHECKING:
     from .context import Context
@@ -53,6 +55,12 @@ _PARALLEL = frozenset({"DataParallel", "DistributedDataParallel"})
 # methods whose result is on the host
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 _FACTORIES = NEW_TENSOR_FUNCS | {"logspace", "as_tensor", "from_numpy"}
+# the legacy typed constructors: CPU tensor types (`torch.cuda.FloatTensor` is the GPU one),
+# whatever the default device
+_CPU_TYPES = frozenset(
+    f"{t}Tensor"
+    for t in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
+)
 _DEVICE_WORDS = ("cuda", "gpu", "device", "accel")
 
 
@@ -78,6 +86,10 @@ def _mentions_accelerator(node: ast.AST) -> bool:
 def _device_like(node: ast.AST) -> bool:
     """`device`, `self.device`, `args.gpu`, `cfg.dev`: a name that holds a chosen device."""
     text = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return _device_name(text)
+
+
+def _device_name(text: str) -> bool:
     low = text.lower()
     return any(w in low for w in _DEVICE_WORDS) or low in ("dev", "rank", "local_rank")
 
@@ -199,6 +211,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 return CPU
             if q.endswith("DataLoader"):
                 return CPU  # batches come out of a loader on the CPU (pinned or not)
+            if q.startswith("torch.") and q.count(".") == 1 and q[6:] in _CPU_TYPES:
+                return CPU
             if q.startswith("torch.") and q.count(".") == 1 and q[6:] in _FACTORIES:
                 dev = keyword(n, "device")
                 if dev is None:
@@ -224,7 +238,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             if isinstance(func, ast.Name) and ctx.kind(func) == MODULE:
                 n = func  # calling a module: its output is where the module is
                 continue
-            return None
+            return CPU if _host_helper_call(ctx, n, depth) else None
         if isinstance(n, (ast.Attribute, ast.Subscript)):
             n = n.value
             continue
@@ -254,11 +268,237 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             if origin is None:
                 origin = ctx.loop_source(n.id)
             if origin is None:
-                return None
+                return CPU if _mixed_with_host_rows(ctx, n) else None
             n = origin
             continue
         return None
     return None
+
+
+# ---- a tensor that only the CPU can hold --------------------------------------------------------
+#
+# Operations on tensors of two devices raise ("Expected all tensors to be on the same device"),
+# with one exception: a 0-dim CPU tensor mixes with tensors of any device. So a tensor that an
+# operation combines with a CPU tensor of one dimension or more is on the CPU, wherever in the
+# function that operation stands, as long as the code runs at all.
+
+# functions that combine their tensor arguments elementwise (or join them): all on one device
+_MIXING_FUNCS = frozenset(
+    {"max", "min", "maximum", "minimum", "add", "sub", "mul", "div", "cat", "stack", "matmul", "mm", "bmm"}
+    | {"eq", "ne", "lt", "le", "gt", "ge"}
+)
+# tensor methods whose result is on the receiver's device
+_SAME_DEVICE = frozenset(
+    {"unsqueeze", "squeeze", "view", "view_as", "reshape", "float", "long", "int", "double", "half"}
+    | {"bool", "clone", "detach", "contiguous", "t", "permute", "transpose", "flatten", "expand"}
+)
+# methods that keep a tensor's dimensions (or add one)
+_KEEPS_DIMS = _SAME_DEVICE - {"squeeze", "view", "view_as", "reshape"}
+_MIXING_COMPARE = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_DEVICE_ATTRS = frozenset({"device", "is_cuda", "is_mps", "is_xpu", "get_device"})
+_MAX_HOST_DEPTH = 4
+
+
+def _looks_at_devices(func: ast.AST) -> bool:
+    """The function tests or names a device (`x.is_cuda`, `x.device`, a `device` argument,
+    "cuda"): its tensors may be on either, depending on the branch."""
+    if _mentions_accelerator(func):
+        return True
+    for n in ast.walk(func):
+        if isinstance(n, ast.Attribute) and n.attr in _DEVICE_ATTRS:
+            return True
+        if (isinstance(n, ast.Name) and _device_name(n.id)) or (
+            isinstance(n, ast.arg) and _device_name(n.arg)
+        ):
+            return True
+        if isinstance(n, ast.keyword) and n.arg in ("device", "map_location"):
+            return True
+    return False
+
+
+Bindings = dict[str, tuple[ast.AST, int | None]]  # `nodes.sole_bindings` of one function
+
+
+def _host_rows(ctx: Context, node: ast.AST, bound: Bindings, depth: int = 0) -> bool:
+    """A CPU tensor of one dimension or more: `torch.FloatTensor([l, t, r, b])` or
+    `torch.tensor([...])` built from a list without a device, a slice, a cast or an
+    `unsqueeze` of one, or a name whose only binding in the function is one (never moved)."""
+    if depth > _MAX_HOST_DEPTH:
+        return False
+    if isinstance(node, ast.Name):
+        binding = bound.get(node.id)
+        return binding is not None and binding[1] is None and _host_rows(ctx, binding[0], bound, depth + 1)
+    if isinstance(node, ast.Subscript):
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        keeps = all(
+            isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and p.value in (None, ...))
+            for p in parts
+        )  # `crop[:2]` keeps its dimension, `crop[0]` would not
+        return keeps and _host_rows(ctx, node.value, bound, depth + 1)
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    if isinstance(f, ast.Attribute) and f.attr in _KEEPS_DIMS:
+        return _host_rows(ctx, f.value, bound, depth + 1)
+    q = ctx.qualname(f) or ""
+    if not (q.startswith("torch.") and q.count(".") == 1) or not node.args:
+        return False
+    if q[6:] not in _CPU_TYPES and (
+        q[6:] not in ("tensor", "as_tensor")
+        or ctx.default_device_set
+        or keyword(node, "device") is not None
+        or has_kwargs_splat(node)
+    ):
+        return False
+    return isinstance(node.args[0], (ast.List, ast.Tuple))
+
+
+def _derived_from(node: ast.AST, name: str, bound: Bindings, depth: int = 0) -> bool:
+    """`boxes`, `boxes[keep, :]`, `new_boxes[:, :2]` with `new_boxes = boxes[keep]`: a value on
+    the device of `name`, or computed from it (a result is on the device of its accelerator
+    operand, so a result on the CPU means `name` is there too)."""
+    if depth > _MAX_HOST_DEPTH:
+        return False
+    if isinstance(node, ast.Name):
+        if node.id == name:
+            return True
+        binding = bound.get(node.id)
+        return (
+            binding is not None and binding[1] is None and _derived_from(binding[0], name, bound, depth + 1)
+        )
+    if isinstance(node, ast.Subscript):
+        return _derived_from(node.value, name, bound, depth + 1)
+    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "data"):
+        return _derived_from(node.value, name, bound, depth + 1)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SAME_DEVICE:
+        return _derived_from(node.func.value, name, bound, depth + 1)
+    if isinstance(node, ast.BinOp):
+        return any(_derived_from(side, name, bound, depth + 1) for side in (node.left, node.right))
+    return False
+
+
+def _operand_pairs(ctx: Context, node: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """The pairs of tensors an operation requires on one device: `a + b`, `a < b`, `a -= b`,
+    `torch.max(a, b)`, `torch.cat([a, b])`."""
+    if isinstance(node, ast.BinOp):
+        return [(node.left, node.right)]
+    if isinstance(node, ast.AugAssign):
+        return [(node.target, node.value)]
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], _MIXING_COMPARE):
+        return [(node.left, node.comparators[0])]
+    if isinstance(node, ast.Call) and node.args:
+        q = ctx.qualname(node.func) or ""
+        if not (q.startswith("torch.") and q.count(".") == 1 and q[6:] in _MIXING_FUNCS):
+            return []
+        items = node.args[0].elts if isinstance(node.args[0], (ast.List, ast.Tuple)) else node.args[:2]
+        return [(a, b) for i, a in enumerate(items) for b in items[i + 1 :]]
+    return []
+
+
+def _mixed_with_host_rows(ctx: Context, node: ast.Name) -> bool:
+    """A parameter the function never rebinds, which one of its operations combines (itself or
+    a value computed from it) with a CPU tensor of one dimension or more (`torch.max(boxes[:,
+    :2], crop[:2])`, `crop = torch.FloatTensor([...])`): were it on a GPU, that operation would
+    raise. A CPU helper (data augmentation called from a Dataset) says so only this way. Not
+    for a function that looks at devices (`if x.is_cuda:`), where a branch may tell otherwise,
+    nor for operations under a `try` that may catch the error."""
+    func = ctx.frame.node
+    name = node.id
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or name not in parameters(func):
+        return False
+    if not (func.lineno <= getattr(node, "lineno", 0) <= (func.end_lineno or 0)):
+        return False  # a name read in another scope's expression
+    nodes = own_nodes(func)
+    bound: Bindings = {}
+    if not any(isinstance(n, ast.Call) and _host_rows(ctx, n, bound) for n in nodes):
+        return False  # no CPU tensor of its own to tell (most functions)
+    if any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in nodes):
+        return False
+    if _looks_at_devices(func):
+        return False
+    bound = sole_bindings(func)
+    guarded = {
+        id(sub) for t in nodes if isinstance(t, ast.Try) and t.handlers for s in t.body for sub in ast.walk(s)
+    }
+    for op in nodes:
+        if id(op) in guarded:
+            continue
+        for a, b in _operand_pairs(ctx, op):
+            if (_derived_from(a, name, bound) and _host_rows(ctx, b, bound)) or (
+                _derived_from(b, name, bound) and _host_rows(ctx, a, bound)
+            ):
+                return True
+    return False
+
+
+# builtins that cannot fetch an object from elsewhere
+_PLAIN_BUILTINS = frozenset(
+    {"len", "range", "min", "max", "abs", "int", "float", "bool", "round", "sum", "zip", "enumerate"}
+    | {"list", "tuple", "dict", "set", "sorted", "reversed", "isinstance", "print", "any", "all", "str"}
+)
+# modules a helper may call without leaving the host (moves are ruled out by name and keyword)
+_PLAIN_MODULES = frozenset({"torch", "math", "random", "numpy", "itertools", "functools", "operator"})
+_MOVES = frozenset({"to", "cuda", "type", "load", "set_default_device", "set_default_tensor_type"})
+
+
+def _host_helper_call(ctx: Context, call: ast.Call, depth: int) -> bool:
+    """`find_overlap(crop.unsqueeze(0), boxes)` where every argument is on the CPU (or a
+    constant) and the function, of this source, stays on the host: its result is on the CPU
+    too."""
+    if not isinstance(call.func, ast.Name) or not (call.args or call.keywords):
+        return False
+    func = ctx.origin(call.func)
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if any(isinstance(a, ast.Starred) for a in call.args) or has_kwargs_splat(call):
+        return False
+    if not _stays_on_host(ctx, func, set()):
+        return False
+    args = [a for a in [*call.args, *(k.value for k in call.keywords)] if not isinstance(a, ast.Constant)]
+    return bool(args) and all(where(ctx, a, depth) == CPU for a in args)
+
+
+def _stays_on_host(ctx: Context, func: ast.FunctionDef | ast.AsyncFunctionDef, seen: set[str]) -> bool:
+    """A function whose only data are its arguments: it reads no global other than plain
+    modules (`torch`, `math`) and functions of this source that stay on the host too, moves
+    nothing (`.to`, `.cuda`, `device=`, `torch.load`), looks at no device, and has no
+    decorator that could. Its tensors are then its arguments', or new ones on the CPU."""
+    if func.name in seen:
+        return True  # a recursive call: decided by the check already under way
+    if len(seen) > _MAX_HOST_DEPTH or func.decorator_list:
+        return False
+    seen.add(func.name)
+    defaults = [*func.args.defaults, *(d for d in func.args.kw_defaults if d is not None)]
+    if not all(isinstance(d, ast.Constant) for d in defaults) or _looks_at_devices(func):
+        return False
+    if ctx.default_device_set:
+        return False  # new tensors may not be on the CPU
+    nodes = own_nodes(func)
+    local = parameters(func) | {
+        n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+    }
+    for n in nodes:
+        if isinstance(
+            n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Global, ast.Nonlocal)
+        ):
+            return False
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MOVES:
+            return False
+        if not isinstance(n, ast.Name) or not isinstance(n.ctx, ast.Load) or n.id in local:
+            continue
+        if n.id in _PLAIN_BUILTINS and not ctx.defined(n.id):
+            continue
+        imported = ctx.imports.get(n.id)
+        if imported is not None:
+            if imported.split(".", 1)[0] not in _PLAIN_MODULES or imported.split(".")[-1] in _MOVES:
+                return False
+            continue
+        other = ctx.frames[0].values.get(n.id)
+        if not isinstance(other, (ast.FunctionDef, ast.AsyncFunctionDef)) or not _stays_on_host(
+            ctx, other, seen
+        ):
+            return False
+    return True
 
 
 def _where_update(ctx: Context, update: ast.AST, name: str, depth: int) -> str | None:

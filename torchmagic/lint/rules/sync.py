@@ -1,7 +1,8 @@
 """TM3xx — CPU-GPU synchronisation: code that makes the CPU wait for the GPU.
 
 Both rules speak of the GPU, so they stay silent where no GPU is involved: a value known to
-be on the CPU (live device, `.cpu()`-ed, a factory without a device), the CPU-only branch of
+be on the CPU (live device, `.cpu()`-ed, a factory without a device, combined with a CPU
+tensor literal: see `accelerator.where`), the CPU-only branch of
 `x.cpu().numpy() if x.is_cuda else x.numpy()`, and code with no path to an accelerator at all
 (`needs_accelerator`: kept only when the file, notebook or kernel moves something to one).
 """
@@ -32,7 +33,7 @@ from ..kinds import (
     STRING,
     TENSOR_KINDS,
 )
-from ..nodes import terminal_name
+from ..nodes import keyword, own_nodes, sole_binding, terminal_name
 from ..registry import check
 from ..walker import is_step_loop
 from ._common import unparse, unparse_operand
@@ -176,9 +177,10 @@ def _small_int(ctx: Context, node: ast.AST) -> bool:
 
 
 def _few_iterations(ctx: Context, loop: ast.AST) -> bool:
-    """`for i in range(4)`, `for ax in [a, b, c]`, or a loop that stops after a count
-    (`if shown == num_images: return`): it runs a handful of times (showing a few images, a few
-    layers), which is not where per-iteration syncs cost anything."""
+    """`for i in range(4)`, `for ax in [a, b, c]`, a loader over a few rows written out in the
+    source, or a loop that stops after a count (`if shown == num_images: return`): it runs a
+    handful of times (showing a few images, a few layers, a toy demo's batches), which is not
+    where per-iteration syncs cost anything."""
     it = getattr(loop, "iter", None)
     if isinstance(it, ast.Call) and terminal_name(it.func) == "range" and it.args:
         last = it.args[0] if len(it.args) == 1 else it.args[1]
@@ -196,6 +198,8 @@ def _few_iterations(ctx: Context, loop: ast.AST) -> bool:
         and _short_literal(ctx, it.args[0].args[0])
     ):
         return True  # `for c in range(len(target))`, `target = torch.tensor([1, 2, 3]).to(device)`
+    if it is not None and _few_batches(ctx, it):
+        return True
     return any(_stops_on_a_count(outer.node) for outer in ctx.loops)
 
 
@@ -205,30 +209,215 @@ _FROM_DATA = frozenset(
 )
 
 
-def _short_literal(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+def _short_literal(
+    ctx: Context, node: ast.AST, depth: int = 0, scope: ast.AST | None = None, wrappers: bool = True
+) -> bool:
     """`[1, 2, 3]`, `torch.tensor([1, 2, 3]).to(device)`, `wrap(torch.LongTensor([4, 5]))`, or
-    a name bound to one: a handful of values written out in the source."""
+    a name bound to one: a handful of values written out in the source. `scope`: the function
+    of this source whose names `node` reads (None: the code being walked); `wrappers`: also
+    a call of another function around such a tensor, which may well repeat it."""
     if depth > 3:
         return False
     if isinstance(node, (ast.List, ast.Tuple)):
         return len(node.elts) <= MAX_SHORT_LOOP and not any(isinstance(e, ast.Starred) for e in node.elts)
     if isinstance(node, ast.Name):
-        origin = ctx.origin(node)
+        found = _value(ctx, node, scope)
         return (
-            origin is not None and not isinstance(origin, ast.Name) and _short_literal(ctx, origin, depth + 1)
+            found is not None
+            and not isinstance(found[0], ast.Name)
+            and _short_literal(ctx, found[0], depth + 1, found[1], wrappers)
         )
     if not isinstance(node, ast.Call):
         return False
     f = node.func
     if isinstance(f, ast.Attribute) and f.attr in ("to", "cuda", "cpu", "long", "float", "int"):
-        return _short_literal(ctx, f.value, depth + 1)
+        return _short_literal(ctx, f.value, depth + 1, scope, wrappers)
     if not node.args:
         return False
     first = node.args[0]
     if terminal_name(f) in _FROM_DATA:
-        return isinstance(first, (ast.List, ast.Tuple)) and _short_literal(ctx, first, depth + 1)
+        return isinstance(first, (ast.List, ast.Tuple)) and _short_literal(
+            ctx, first, depth + 1, scope, wrappers
+        )
+    if _builds_data(ctx, node):
+        return False  # a loader's or dataset's length is its own (`_short_data` reads it)
     # a wrapper around such a tensor (`cuda_variable(torch.LongTensor([1, 2, 3]))`)
-    return isinstance(first, ast.Call) and _short_literal(ctx, first, depth + 1)
+    return wrappers and isinstance(first, ast.Call) and _short_literal(ctx, first, depth + 1, scope, wrappers)
+
+
+def _builds_data(ctx: Context, call: ast.Call) -> bool:
+    """`DataLoader(...)`, `TensorDataset(...)`, `MyDataset(...)`: a loader or a dataset."""
+    name = terminal_name(call.func)
+    if name in ("DataLoader", "TensorDataset"):
+        return True
+    cls = ctx.classes.get(name) if isinstance(call.func, ast.Name) and name else None
+    return cls is not None and cls.kind == DATASET
+
+
+def _value(ctx: Context, node: ast.Name, scope: ast.AST | None) -> tuple[ast.AST, ast.AST | None] | None:
+    """What a name holds, and the scope to read that expression's names in: its assignment in
+    the code being walked (`scope` None), or its only binding in `scope`, a function of this
+    source looked into. `a, b = make()` reads the item `make` returns, when `make` is a
+    function of this source ending in `return x, y`."""
+    if scope is None:
+        origin = ctx.origin(node)
+        if origin is not None:
+            return origin, None
+        where = _binding_scope(ctx, node.id)
+        binding = sole_binding(where, node.id) if where is not None else None
+    else:
+        binding = sole_binding(scope, node.id)
+    if binding is None:
+        return None
+    value, index = binding
+    if index is None:
+        return value, scope
+    return _returned_item(ctx, value, index, scope)
+
+
+def _binding_scope(ctx: Context, name: str) -> ast.AST | None:
+    """The code that binds `name` where the walker stands: the function being walked, or the
+    module (the cell) for a name of the top level."""
+    if name in ctx.frame.names and ctx.frame.node is not None:
+        return ctx.frame.node
+    if name in ctx.frames[0].names and ctx.stack and isinstance(ctx.stack[0], ast.Module):
+        return ctx.stack[0]
+    return None
+
+
+def _returned_item(
+    ctx: Context, call: ast.AST, index: int, scope: ast.AST | None
+) -> tuple[ast.AST, ast.AST] | None:
+    """The `index`-th item of what `make()` returns, when `make` is a function of this source
+    with one `return x, y`: that expression, and the function to read its names in."""
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+        return None
+    name = call.func.id
+    fn = ctx.origin(call.func) if scope is None else ctx.frames[0].values.get(name)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    returns = [n for n in own_nodes(fn) if isinstance(n, ast.Return)]
+    if len(returns) != 1 or not isinstance(items := returns[0].value, ast.Tuple):
+        return None
+    if index >= len(items.elts) or any(isinstance(e, ast.Starred) for e in items.elts):
+        return None
+    return items.elts[index], fn
+
+
+# samplers that draw each row of the dataset at most once per pass (`num_samples` may ask more)
+_ONE_PASS_SAMPLERS = frozenset({"DistributedSampler", "SequentialSampler", "RandomSampler"})
+_MAX_DATA_DEPTH = 6
+
+
+def _few_batches(ctx: Context, it: ast.AST) -> bool:
+    """`for x, y in train_loader`, where the loader (or the dataset) holds a handful of rows
+    written out in the source (`X = torch.tensor([[...], ...])`, a toy demo): one batch per
+    row at most, so it runs a handful of iterations, however large its batches would be. The
+    loader may come from a function of this source (`train_loader, _ = prepare_dataset()`)."""
+    while isinstance(it, ast.Call) and terminal_name(it.func) in ("enumerate", "tqdm", "iter") and it.args:
+        it = it.args[0]
+    return _short_data(ctx, it, None, 0)
+
+
+def _short_data(ctx: Context, node: ast.AST, scope: ast.AST | None, depth: int) -> bool:
+    """A DataLoader or Dataset whose length is that of a short literal tensor."""
+    if depth > _MAX_DATA_DEPTH:
+        return False
+    if isinstance(node, ast.Name):
+        found = _value(ctx, node, scope)
+        return found is not None and _short_data(ctx, found[0], found[1], depth + 1)
+    if not isinstance(node, ast.Call):
+        return False
+    name = terminal_name(node.func)
+    if name == "DataLoader":
+        data = keyword(node, "dataset") or (node.args[0] if node.args else None)
+        return data is not None and _one_pass(node) and _short_data(ctx, data, scope, depth + 1)
+    if name == "TensorDataset":  # as long as its first tensor
+        return bool(node.args) and _short_literal(ctx, node.args[0], scope=scope, wrappers=False)
+    cls = ctx.classes.get(name) if isinstance(node.func, ast.Name) and name else None
+    if cls is None or cls.kind != DATASET:
+        return False
+    counted = _counted_arguments(cls.node, node)
+    return bool(counted) and all(_short_literal(ctx, a, scope=scope, wrappers=False) for a in counted)
+
+
+def _one_pass(loader: ast.Call) -> bool:
+    """The loader draws each row at most once per pass: no sampler, or one that walks the
+    dataset (`DistributedSampler(ds)`) without asking for more samples than it has."""
+    if keyword(loader, "batch_sampler") is not None:
+        return False
+    sampler = keyword(loader, "sampler")
+    if sampler is None:
+        return True
+    return (
+        isinstance(sampler, ast.Call)
+        and terminal_name(sampler.func) in _ONE_PASS_SAMPLERS
+        and keyword(sampler, "num_samples") is None
+        and not any(kw.arg is None for kw in sampler.keywords)
+    )
+
+
+def _counted_attr(expr: ast.AST) -> str | None:
+    """`len(self.labels)`, `self.labels.shape[0]`, `self.labels.size(0)` -> "labels": the
+    attribute a `__len__` counts the rows of."""
+    if isinstance(expr, ast.Call) and terminal_name(expr.func) == "len" and len(expr.args) == 1:
+        base: ast.AST = expr.args[0]
+    elif (
+        isinstance(expr, ast.Subscript)
+        and isinstance(expr.value, ast.Attribute)
+        and expr.value.attr == "shape"
+    ):
+        base = expr.value.value
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size":
+        base = expr.func.value
+    else:
+        return None
+    if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self":
+        return base.attr
+    return None
+
+
+def _counted_arguments(cls: ast.ClassDef, call: ast.Call) -> list[ast.AST]:
+    """The argument of `call` that a Dataset class of this source counts as its length:
+    `def __len__(self): return self.labels.shape[0]` with `self.labels = y` in `__init__`
+    (and nowhere else) -> what `call` passes as `y`. Empty when its length comes from
+    anything else (a file, a constant, a computed value): its rows are then unknown."""
+    methods = {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    length, init = methods.get("__len__"), methods.get("__init__")
+    if length is None or init is None:
+        return []
+    returns = [n for n in own_nodes(length) if isinstance(n, ast.Return)]
+    attr = _counted_attr(returns[0].value) if len(returns) == 1 and returns[0].value is not None else None
+    if attr is None:
+        return []
+    writes = [
+        n
+        for n in ast.walk(cls)
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        and any(
+            isinstance(t, ast.Attribute)
+            and t.attr == attr
+            and isinstance(t.value, ast.Name)
+            and t.value.id == "self"
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        )
+    ]
+    if (
+        len(writes) != 1
+        or not isinstance(writes[0], ast.Assign)
+        or not any(w is writes[0] for w in own_nodes(init))
+    ):
+        return []
+    source = writes[0].value
+    if not isinstance(source, ast.Name):
+        return []
+    positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args][1:]]
+    if source.id in positional:
+        i = positional.index(source.id)
+        if i < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: i + 1]):
+            return [call.args[i]]
+    given = keyword(call, source.id)
+    return [given] if given is not None else []
 
 
 def _index_name(loop: ast.AST) -> str | None:
