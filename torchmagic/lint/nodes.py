@@ -3,6 +3,29 @@
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+from weakref import WeakKeyDictionary
+
+N = TypeVar("N", bound=ast.AST)
+T = TypeVar("T")
+
+
+def per_node(fn: Callable[[N], T]) -> Callable[[N], T]:
+    """Cache a pure function of one AST node for as long as its tree lives: rules ask the same
+    question of a loop or a function once per read inside it."""
+    answers: WeakKeyDictionary[N, T] = WeakKeyDictionary()
+
+    @functools.wraps(fn)
+    def cached(node: N) -> T:
+        try:
+            return answers[node]
+        except KeyError:
+            value = answers[node] = fn(node)
+            return value
+
+    return cached
 
 
 def terminal_name(func: ast.AST) -> str | None:

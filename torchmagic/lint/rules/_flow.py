@@ -8,6 +8,7 @@ import ast
 from dataclasses import dataclass, field
 
 from ..context import Context, grad_context
+from ..nodes import per_node
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -113,8 +114,9 @@ def _scope_statements(scope: ast.AST) -> list[ast.AST]:
     return out
 
 
+@per_node
 def walk_scope(scope: ast.AST) -> list[ast.AST]:
-    """Every node of the scope (see `_scope_statements`)."""
+    """Every node of the scope (see `_scope_statements`); callers must not change the list."""
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return [n for stmt in _scope_statements(scope) for n in ast.walk(stmt)]
     return _scope_statements(scope)

@@ -33,7 +33,7 @@ from ..kinds import (
     STRING,
     TENSOR_KINDS,
 )
-from ..nodes import keyword, own_nodes, sole_binding, terminal_name
+from ..nodes import keyword, own_nodes, per_node, sole_binding, terminal_name
 from ..registry import check
 from ..walker import is_step_loop
 from ._common import unparse, unparse_operand
@@ -434,6 +434,7 @@ def _index_name(loop: ast.AST) -> str | None:
     return None
 
 
+@per_node
 def _stops_at_index(loop: ast.AST) -> bool:
     """`if i == 4: break` (or `i >= 8`) in the loop's own body, on its enumerate/range index
     and a small number: it runs a handful of iterations (a few validation batches to plot)."""
@@ -461,25 +462,25 @@ def _stops_at_index(loop: ast.AST) -> bool:
     return False
 
 
+@per_node
 def _stops_on_a_count(loop: ast.AST) -> bool:
     """The loop increments a counter and returns or breaks when it reaches a value, or breaks
     on its own index reaching a small number."""
     if _stops_at_index(loop):
         return True
-    counters = {
-        n.target.id
-        for n in ast.walk(loop)
-        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name)
-    }
+    counters: set[str] = set()
+    compared: set[str] = set()  # names in `if <name> >= ...: break` (or return)
     for n in ast.walk(loop):
-        if isinstance(n, ast.If) and n.body and isinstance(n.body[-1], (ast.Return, ast.Break)):
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name):
+            counters.add(n.target.id)
+        elif isinstance(n, ast.If) and n.body and isinstance(n.body[-1], (ast.Return, ast.Break)):
             test = n.test
             if isinstance(test, ast.Compare) and isinstance(test.ops[0], (ast.Eq, ast.GtE, ast.Gt)):
-                if any(isinstance(x, ast.Name) and x.id in counters for x in [test.left, *test.comparators]):
-                    return True
-    return False
+                compared.update(x.id for x in [test.left, *test.comparators] if isinstance(x, ast.Name))
+    return not counters.isdisjoint(compared)
 
 
+@per_node
 def _is_epoch_loop(loop: ast.AST) -> bool:
     """`for epoch in range(n_epochs)`, or a full-batch optimisation loop (`opt.step(closure)`,
     as with LBFGS, where each step sees all the data): its own body runs once per epoch."""
