@@ -243,8 +243,9 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             n = n.value
             continue
         if isinstance(n, ast.BinOp):
-            # both operands sit on one device (mixing raises), so either one tells
-            places = {where(ctx, n.left, depth), where(ctx, n.right, depth)}
+            # both operands sit on one device (mixing raises), so either one tells; except a
+            # 0-dim CPU tensor (`torch.tensor(0.5)`), which mixes with tensors of any device
+            places = {where(ctx, side, depth) for side in (n.left, n.right) if not _scalar_tensor(ctx, side)}
             return ACCELERATOR if ACCELERATOR in places else CPU if CPU in places else None
         if isinstance(n, (ast.ListComp, ast.GeneratorExp)):
             n = n.elt
@@ -273,6 +274,23 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             continue
         return None
     return None
+
+
+_SCALAR_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
+
+
+def _scalar_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+    """`torch.tensor(0.5)` (or a name bound to one): a 0-dim tensor built from a number, which
+    an operation accepts next to a tensor of any device."""
+    if isinstance(node, ast.Name) and depth < 2:
+        origin = ctx.origin(node)
+        return origin is not None and _scalar_tensor(ctx, origin, depth + 1)
+    return (
+        isinstance(node, ast.Call)
+        and (ctx.qualname(node.func) or "") in _SCALAR_FACTORIES
+        and bool(node.args)
+        and isinstance(node.args[0], (ast.Constant, ast.UnaryOp))
+    )
 
 
 # ---- a tensor that only the CPU can hold --------------------------------------------------------
