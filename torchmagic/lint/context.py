@@ -181,6 +181,9 @@ class Context:
         # facts a rule keeps for the rest of the source and for the next cells of a notebook
         # (plain data, never AST nodes), keyed by rule ID
         self.notes: dict[str, Any] = {}
+        # later cells of the same notebook read this source's notes (a carry is passed on):
+        # facts only they need are worth collecting
+        self.feeds_later_cells = False
 
     # ---- where we are -------------------------------------------------------------------
     @property

@@ -93,6 +93,7 @@ def lint(
     ctx.project_cuda_only = project_cuda_only
     if carry is not None:
         carry.into(ctx)
+        ctx.feeds_later_cells = True
     try:
         Walker(ctx, checks).run(tree)
     except RecursionError:

@@ -1249,6 +1249,13 @@ def _fn_summary(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dic
     """What a function calls with gradients on (`model`, `m`, `self.net.forward` -> `self.net`)
     and its parameters; None when it runs with gradients off (a `no_grad`/`inference_mode`
     decorator) or back-propagates."""
+    known = ctx.__dict__.setdefault("_torchmagic_fn_summaries", {})
+    if fn not in known:
+        known[fn] = _summarise(ctx, fn)
+    return known[fn]
+
+
+def _summarise(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]] | None:
     if any(_grad_off(ctx, d) for d in fn.decorator_list) or _calls_backward(ctx, fn):
         return None
     calls: list[str] = []
@@ -1320,6 +1327,8 @@ def _live_summary(ctx: Context, name: str) -> dict[str, list[str]] | None:
 
 def _note_functions(ctx: Context, tree: ast.Module) -> None:
     """For the next cells of a notebook: what this cell's functions call with gradients on."""
+    if not ctx.feeds_later_cells:
+        return
     known = ctx.notes.setdefault(NOTES, {})
     for fn in tree.body:
         if isinstance(fn, _FN_NODES[:2]):

@@ -35,6 +35,8 @@ _CACHES = ("functools.cache", "functools.lru_cache", "cache", "lru_cache")
 
 
 def _is_compile(ctx: Context, func: ast.AST) -> bool:
+    if isinstance(func, ast.Attribute) and func.attr != "compile":
+        return False  # the common case, decided without resolving the chain
     return ctx.qualname(func) in _COMPILE
 
 
@@ -114,6 +116,8 @@ def notebook_notes(codes: Iterable[str]) -> dict[str, object]:
 
 _COMPILED = re.compile(r"torch\.compile\(\s*(?P<name>\w+)\s*(?P<rest>[,)][^\n]*)?")
 _METHOD_COMPILE = re.compile(r"\b(?P<name>\w+)\.compile\(\s*\)")
+# `torch.compile`, `t.compile(...)`, `model.compile()`, `from torch import compile`: not `re.compile`
+_MAY_COMPILE = re.compile(r"(?<!\bre)\.compile\b|\bimport\b[^\n]*\bcompile\b")
 _ASSIGN = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<cls>[A-Z]\w*)\(", re.M)
 
 
@@ -193,7 +197,7 @@ def _source_sets(tree: ast.Module, text: str) -> tuple[bool, bool]:
 @check("TM950", finish=True)
 def item_or_print_in_compiled(tree: ast.Module, ctx: Context) -> None:
     text = "\n".join(ctx.lines)
-    if "compile" not in text and not ctx.notes.get(NOTES):
+    if not _MAY_COMPILE.search(text) and not ctx.notes.get(NOTES):
         return
     compiled, elsewhere = _compiled_defs(ctx, tree)
     if not compiled:
