@@ -163,11 +163,14 @@ def _is_test_file(name: str) -> bool:
 def project_root(path: str) -> Path | None:
     """The nearest folder above a checked file that marks a project (a git checkout, a
     `pyproject.toml`, `setup.py`, `setup.cfg` or `requirements.txt`); None for a loose file."""
-    here = Path(os.path.abspath(path)).parent
-    for folder in (here, *here.parents):
-        if any((folder / marker).exists() for marker in _ROOT_MARKERS):
-            return folder
-    return None
+    return _root_above(Path(os.path.abspath(path)).parent)
+
+
+@lru_cache(maxsize=1024)
+def _root_above(here: Path) -> Path | None:
+    if any((here / marker).exists() for marker in _ROOT_MARKERS):
+        return here
+    return None if here.parent == here else _root_above(here.parent)
 
 
 @lru_cache(maxsize=64)
