@@ -237,7 +237,19 @@ RULES = [
             still reach the layers before it: the straight-through estimator (`z + (q - z).detach()`,
             `hard - soft.detach() + soft`), and a value that the same function also uses with its graph
             (VQ-VAE's `mse_loss(q, z.detach())` beside `mse_loss(z, q.detach())`, a projection returned both
-            through a predictor and detached as a target). A detached submodule output gets the freeze advice:
+            through a predictor and detached as a target), and a max or logsumexp of the other operand
+            subtracted for numerical stability (`logits - logits.max(1, keepdim=True)[0].detach()`, or
+            `m, _ = torch.max(logits, 1, keepdim=True)` then `logits - m.detach()`); values with no
+            gradient to cut: integer or bool tensors, as the code shows them (`.long()`, `dtype=torch.long`,
+            `torch.LongTensor(...)`, `argmax`, `x.max(1)[1]`, `topk(...)[1]`, a comparison; or a name that
+            is also used as an index, as the input of the class's `nn.Embedding`, as a `gather`/`scatter_`
+            index, or beside such a tensor in a conditional: `trg[t] if teach else top1`), and values that
+            leave for Python (`lengths.data.tolist()`, `x.detach().cpu().numpy()`, `.item()`, `int(...)`,
+            the `lengths` of `pack_padded_sequence`); `return out.data` in the branch taken when an
+            optional targets argument is not given (`if targets is None:`, or the `else` of
+            `if targets is not None:`) while the other branch takes the targets and returns: the
+            inference path of a forward that computes its own loss. `.data` reads there are still
+            legacy reads (TM403). A detached submodule output gets the freeze advice:
             `self.cnn.requires_grad_(False)` where it is built, so it records no activations
             """,
         overrides=("TM403",),

@@ -1256,6 +1256,8 @@ class _Uses:
 
     def __init__(self, fn: ast.AST) -> None:
         self.bindings: dict[str, list[_Pos]] = {}
+        # (name, binding) -> the value assigned and, for `a, b = value`, the target's index
+        self.values: dict[tuple[str, _Pos], tuple[ast.AST, int | None]] = {}
         self.reads: dict[str, list[ast.Name]] = {}
         self.parents: dict[ast.AST, ast.AST] = {}
         args = getattr(fn, "args", None)
@@ -1277,6 +1279,8 @@ class _Uses:
                         if isinstance(n, ast.Name):
                             self.bindings.setdefault(n.id, []).append(end)
                             assigned.add(id(n))
+                    if sub.value is not None and not isinstance(sub, ast.AugAssign):
+                        self._keep_value(t, sub.value, end)
         for sub in ast.walk(fn):
             if isinstance(sub, ast.Name):
                 if isinstance(sub.ctx, ast.Load):
@@ -1286,9 +1290,23 @@ class _Uses:
         for positions in self.bindings.values():
             positions.sort()
 
+    def _keep_value(self, target: ast.AST, value: ast.AST, end: _Pos) -> None:
+        if isinstance(target, ast.Name):
+            self.values[(target.id, end)] = (value, None)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            pairs = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+            for i, elt in enumerate(target.elts):
+                if isinstance(elt, ast.Name):
+                    self.values[(elt.id, end)] = (value.elts[i], None) if pairs else (value, i)  # type: ignore[attr-defined]
+
     def binding(self, name: str, at: _Pos) -> _Pos | None:
         before = [b for b in self.bindings.get(name, ()) if b <= at]
         return before[-1] if before else None
+
+    def value(self, name: ast.Name) -> tuple[ast.AST, int | None] | None:
+        """What the binding `name` reads was assigned from (and its index in a tuple target)."""
+        bound = self.binding(name.id, _pos(name))
+        return None if bound is None else self.values.get((name.id, bound))
 
     def keeps_graph(self, read: ast.Name) -> bool:
         """The read passes the tensor on with its graph: not under a stop-gradient, not a
@@ -1322,6 +1340,17 @@ class _Uses:
 _USES: WeakKeyDictionary[ast.AST, _Uses] = WeakKeyDictionary()
 
 
+def _uses(ctx: Context) -> _Uses | None:
+    """The bindings and reads of the function being walked (built once per function)."""
+    fn = ctx.frame.node
+    if fn is None:
+        return None
+    uses = _USES.get(fn)
+    if uses is None:
+        uses = _USES[fn] = _Uses(fn)
+    return uses
+
+
 def _gradient_goes_around(ctx: Context, node: ast.AST, expr: ast.AST) -> bool:
     """The stop-gradient blocks one path of several, so gradients still reach the layers
     before it: the straight-through estimator (`z + (q - z).detach()`,
@@ -1342,12 +1371,9 @@ def _gradient_goes_around(ctx: Context, node: ast.AST, expr: ast.AST) -> bool:
         isinstance(n, ast.Name) and n.id in names and id(n) not in inside for n in ast.walk(top)
     ):
         return True
-    fn = ctx.frame.node
-    if fn is None or not names or any(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(expr)):
+    uses = _uses(ctx)
+    if uses is None or not names or any(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(expr)):
         return False  # a submodule or parameter under the stop-gradient: nothing else shows its path
-    uses = _USES.get(fn)
-    if uses is None:
-        uses = _USES[fn] = _Uses(fn)
     at = _pos(node)
     for name in names:
         if name not in uses.bindings:
@@ -1359,6 +1385,446 @@ def _gradient_goes_around(ctx: Context, node: ast.AST, expr: ast.AST) -> bool:
         ):
             return False
     return any(name in uses.bindings for name in names)
+
+
+# ---- TM107: stop-gradients on values that carry no gradient anyone needs ----------------
+
+# methods and torch functions whose result is an integer or bool tensor
+_INTEGER_RESULTS = frozenset(
+    {
+        "long",
+        "int",
+        "short",
+        "byte",
+        "char",
+        "bool",
+        "argmax",
+        "argmin",
+        "argsort",
+        "nonzero",
+        "randint",
+        "randint_like",
+        "randperm",
+        "multinomial",
+        "bucketize",
+        "searchsorted",
+        "eq",
+        "ne",
+        "gt",
+        "ge",
+        "lt",
+        "le",
+        "isnan",
+        "isinf",
+        "logical_and",
+        "logical_or",
+        "logical_not",
+    }
+)
+_INTEGER_TYPES = frozenset(
+    {"LongTensor", "IntTensor", "ShortTensor", "ByteTensor", "CharTensor", "BoolTensor"}
+)
+_INTEGER_DTYPES = frozenset({"long", "int", "int64", "int32", "int16", "int8", "uint8", "short", "bool"})
+# reductions that return (values, indices); max/min/median only with a dim
+_WITH_INDICES = frozenset({"topk", "sort", "kthvalue", "mode", "cummax", "cummin"})
+_WITH_INDICES_BY_DIM = frozenset({"max", "min", "median"})
+# tensor methods whose result has the dtype of the tensor they are called on
+_KEEPS_DTYPE = frozenset(
+    {
+        "data",
+        "detach",
+        "cuda",
+        "cpu",
+        "squeeze",
+        "unsqueeze",
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "contiguous",
+        "clone",
+        "t",
+        "transpose",
+        "permute",
+        "flatten",
+        "expand",
+        "expand_as",
+        "repeat",
+        "flip",
+        "narrow",
+    }
+)
+# `x.gather(dim, index)`, `x.index_select(dim, index)`: the argument that must be integer
+_INDEX_ARG = frozenset(
+    {
+        "gather",
+        "scatter",
+        "scatter_",
+        "scatter_add",
+        "scatter_add_",
+        "index_select",
+        "index_add",
+        "index_add_",
+        "index_fill",
+        "index_fill_",
+        "index_copy",
+        "index_copy_",
+        "take_along_dim",
+    }
+)
+_MAX_DEPTH = 8
+
+
+def _call_name(ctx: Context, call: ast.Call) -> str:
+    q = ctx.qualname(call.func)
+    if q:
+        return q.rsplit(".", 1)[-1]
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _is_torch_function(ctx: Context, call: ast.Call) -> bool:
+    """`torch.max(x, 1)` rather than `x.max(1)`: the tensor is the first argument."""
+    return (ctx.qualname(call.func) or "").startswith("torch.") and isinstance(call.func, ast.Attribute)
+
+
+def _integer_dtype(ctx: Context, arg: ast.AST) -> bool | None:
+    """True for `torch.long`/`torch.LongTensor`/"torch.LongTensor", False for another dtype,
+    None when `arg` is not a dtype (a device)."""
+    text = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else ctx.qualname(arg)
+    if not text or not text.startswith("torch."):
+        return None
+    last = text.rsplit(".", 1)[-1]
+    if last in _INTEGER_TYPES or last in _INTEGER_DTYPES:
+        return True
+    if last.endswith("Tensor") or last.startswith(("float", "double", "half", "bfloat", "complex")):
+        return False
+    return None
+
+
+def _indices_of(ctx: Context, call: ast.AST) -> ast.AST | None:
+    """For a call that returns (values, indices) (`x.max(1)`, `torch.topk(x, k)`, `t.sort()`):
+    the tensor it reduces; None for any other call."""
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+        return None
+    name = _call_name(ctx, call)
+    function = _is_torch_function(ctx, call)
+    args = call.args[1:] if function else call.args
+    source = (call.args[0] if call.args else None) if function else call.func.value
+    if name in _WITH_INDICES:
+        return source
+    if name in _WITH_INDICES_BY_DIM and (keyword(call, "dim") is not None or _is_dim(args[:1])):
+        return source
+    return None
+
+
+def _is_dim(args: list[ast.expr]) -> bool:
+    """`1`, `-1`: a dimension (a tensor there would make `max` elementwise)."""
+    if not args:
+        return False
+    a = args[0]
+    if isinstance(a, ast.UnaryOp) and isinstance(a.op, ast.USub):
+        a = a.operand
+    return isinstance(a, ast.Constant) and type(a.value) is int
+
+
+def _integer_value(ctx: Context, uses: _Uses, expr: ast.AST, depth: int = 0) -> bool:
+    """The code shows `expr` to be an integer or bool tensor: a conversion (`.long()`,
+    `.to(torch.long)`, `torch.LongTensor(...)`, `dtype=torch.long`), an op that returns
+    indices or a mask (`argmax`, `x.max(1)[1]`, `topk(...)[1]`, `x > 0`), or a name bound to
+    one, through reads that keep the dtype (`.data`, `.cuda()`, `[t]`, `.squeeze()`)."""
+    if depth > _MAX_DEPTH:
+        return False
+    again = depth + 1
+    if isinstance(expr, ast.Compare):
+        return True
+    if isinstance(expr, ast.IfExp):
+        return _integer_value(ctx, uses, expr.body, again) and _integer_value(ctx, uses, expr.orelse, again)
+    if isinstance(expr, ast.Subscript):
+        if _indices_of(ctx, expr.value) is not None:
+            return isinstance(expr.slice, ast.Constant) and expr.slice.value == 1
+        return _integer_value(ctx, uses, expr.value, again)
+    if isinstance(expr, ast.Attribute):
+        if expr.attr == "indices":
+            return _indices_of(ctx, expr.value) is not None
+        return expr.attr == "data" and _integer_value(ctx, uses, expr.value, again)
+    if isinstance(expr, ast.Name):
+        bound = uses.value(expr)
+        if bound is None:
+            return False
+        value, index = bound
+        if index is None:
+            return _integer_value(ctx, uses, value, again)
+        return index == 1 and _indices_of(ctx, value) is not None
+    if not isinstance(expr, ast.Call):
+        return False
+    return _integer_call(ctx, uses, expr, again)
+
+
+def _integer_call(ctx: Context, uses: _Uses, call: ast.Call, depth: int) -> bool:
+    name = _call_name(ctx, call)
+    dtype = keyword(call, "dtype")
+    if dtype is not None:
+        return bool(_integer_dtype(ctx, dtype))
+    if name in _INTEGER_TYPES or name in _INTEGER_RESULTS:
+        return name not in ("int", "bool") or isinstance(call.func, ast.Attribute)  # not the builtins
+    f = call.func
+    if name == "Variable" and call.args:
+        return _integer_value(ctx, uses, call.args[0], depth)
+    if not isinstance(f, ast.Attribute):
+        return False
+    if f.attr in ("to", "type"):
+        given = [_integer_dtype(ctx, a) for a in call.args]
+        if any(g is not None for g in given):
+            return any(g is True for g in given)
+        return f.attr == "to" and _integer_value(ctx, uses, f.value, depth)
+    return f.attr in _KEEPS_DTYPE and _integer_value(ctx, uses, f.value, depth)
+
+
+def _embedding_attrs(ctx: Context) -> set[str]:
+    """`self.<attr>` built as `nn.Embedding(...)` in the class: its input is token ids."""
+    out: set[str] = set()
+    for cls in _class_nodes(ctx):
+        for sub in ast.walk(cls):
+            if (
+                isinstance(sub, ast.Assign)
+                and isinstance(sub.value, ast.Call)
+                and (ctx.qualname(sub.value.func) or "").endswith("nn.Embedding")
+            ):
+                out.update(
+                    t.attr for t in sub.targets if isinstance(t, ast.Attribute) and _is_self_attr(t, t.attr)
+                )
+    return out
+
+
+def _dtype_kept_by(
+    ctx: Context, node: ast.AST, parent: ast.AST, parents: dict[ast.AST, ast.AST]
+) -> ast.AST | None:
+    """The expression around `node` that has its dtype (`node.data`, `node[t]`,
+    `node.cuda()`, `Variable(node)`), or None."""
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        return parent
+    if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _KEEPS_DTYPE:
+        call = parents.get(parent)
+        if isinstance(call, ast.Call) and call.func is parent:
+            return call
+        return parent if parent.attr == "data" else None
+    if isinstance(parent, ast.Call) and parent.args[:1] == [node] and _call_name(ctx, parent) == "Variable":
+        return parent
+    return None
+
+
+def _used_as_integer(ctx: Context, uses: _Uses, read: ast.Name, depth: int = 0) -> bool:
+    """The read (or a dtype-keeping view of it) is used where only an integer or bool tensor
+    works: as an index (`x[idx]`), as the input of an `nn.Embedding` of the class or of
+    `F.embedding`/`F.one_hot`, as the index of `gather`/`scatter_`/`index_select`, as one
+    arm of a conditional whose other arm is an integer tensor (`trg[t] if teach else top1`),
+    or assigned to a name that is (`rows = picks.data` then `h[rows]`)."""
+    node: ast.AST = read
+    parents = uses.parents
+    for _ in range(_MAX_DEPTH):
+        parent = parents.get(node)
+        if parent is None:
+            return False
+        kept = _dtype_kept_by(ctx, node, parent, parents)
+        if kept is None:
+            break
+        node = kept
+    else:
+        return False
+    if isinstance(parent, ast.Tuple) and isinstance(parents.get(parent), ast.Subscript):
+        node, parent = parent, parents[parent]
+    if isinstance(parent, ast.Subscript) and parent.slice is node:
+        return True
+    if isinstance(parent, ast.IfExp) and node is not parent.test:
+        other = parent.orelse if node is parent.body else parent.body
+        return _integer_value(ctx, uses, other)
+    if (
+        isinstance(parent, ast.Assign)
+        and parent.value is node
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        target = parent.targets[0]
+        end = (parent.end_lineno or parent.lineno, parent.end_col_offset or 0)
+        return depth < 2 and _binding_used_as_integer(ctx, uses, target.id, end, depth + 1)
+    if not isinstance(parent, ast.Call):
+        return False
+    name = _call_name(ctx, parent)
+    f = parent.func
+    if parent.args[:1] == [node]:
+        if name in ("embedding", "one_hot") and (ctx.qualname(f) or "").startswith("torch.nn.functional"):
+            return True
+        if isinstance(f, ast.Attribute) and _is_self_attr(f, f.attr) and f.attr in _embedding_attrs(ctx):
+            return True
+    if name in _INDEX_ARG:
+        at = 2 if _is_torch_function(ctx, parent) else 1
+        return (len(parent.args) > at and parent.args[at] is node) or keyword(parent, "index") is node
+    return False
+
+
+def _integer_tensor(ctx: Context, expr: ast.AST) -> bool:
+    """`expr` is an integer or bool tensor (token ids, lengths, indices, masks): it has no
+    gradient, so a stop-gradient on it cuts nothing. Either its value shows it, or (for a
+    name) another read of the same binding is used where only an integer tensor works."""
+    uses = _uses(ctx)
+    if uses is None:
+        return False
+    if _integer_value(ctx, uses, expr):
+        return True
+    if not isinstance(expr, ast.Name) or expr.id not in uses.bindings:
+        return False
+    bound = uses.binding(expr.id, _pos(expr))
+    return bound is not None and _binding_used_as_integer(ctx, uses, expr.id, bound, 0)
+
+
+def _binding_used_as_integer(ctx: Context, uses: _Uses, name: str, bound: _Pos, depth: int) -> bool:
+    """Some read of this binding of `name` is used where only an integer tensor works."""
+    return any(
+        uses.binding(name, _pos(r)) == bound and _used_as_integer(ctx, uses, r, depth)
+        for r in uses.reads.get(name, ())
+    )
+
+
+# Python conversions of a tensor: what they return has no graph, stop-gradient or not
+_TO_PYTHON_CALLS = frozenset({"int", "float", "bool"})
+_TO_PYTHON_METHODS = frozenset({"tolist", "item", "numpy"})
+
+
+def _leaves_for_python(ctx: Context, node: ast.AST) -> bool:
+    """`lengths.data.tolist()`, `x.detach().cpu().numpy()`, `int(n.data)`, or the `lengths`
+    of `pack_padded_sequence`: the value leaves for Python (or for a CPU lengths list), where
+    no gradient goes anyway, so the stop-gradient cuts nothing."""
+    stack = ctx.stack
+    i = len(stack) - 1
+    while i >= 0:
+        parent = stack[i]
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            if parent.attr in _TO_PYTHON_METHODS:
+                return True
+            if i >= 1 and isinstance(stack[i - 1], ast.Call) and stack[i - 1].func is parent:  # type: ignore[attr-defined]
+                node, i = stack[i - 1], i - 2
+                continue
+            return False
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            node, i = parent, i - 1
+            continue
+        if isinstance(parent, ast.Call) and node in parent.args:
+            if isinstance(parent.func, ast.Name) and parent.func.id in _TO_PYTHON_CALLS:
+                return len(parent.args) == 1
+            if _call_name(ctx, parent) == "pack_padded_sequence":
+                return parent.args[1:2] == [node]
+        if isinstance(parent, ast.keyword) and parent.arg == "lengths" and i >= 1:
+            return _call_name(ctx, stack[i - 1]) == "pack_padded_sequence"  # type: ignore[arg-type]
+        return False
+    return False
+
+
+# reductions subtracted for numerical stability (`x - x.max(1, keepdim=True)[0].detach()`)
+_SHIFTS = frozenset({"max", "amax", "logsumexp"})
+
+
+def _reduced(ctx: Context, uses: _Uses, expr: ast.AST, depth: int = 0) -> ast.AST | None:
+    """The tensor `expr` is a max or logsumexp of: `x` for `x.max(1, keepdim=True)[0]`,
+    `torch.logsumexp(x, 1)`, `x.amax(1)`, or a name bound to one (`m, _ = torch.max(x, 1)`)."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, ast.Name):
+        bound = uses.value(expr)
+        if bound is None:
+            return None
+        value, index = bound
+        if index is None:
+            return _reduced(ctx, uses, value, depth + 1)
+        return _indices_of(ctx, value) if index == 0 and _call_name(ctx, value) == "max" else None  # type: ignore[arg-type]
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and expr.slice.value == 0:
+        return _indices_of(ctx, expr.value) if _call_name(ctx, expr.value) == "max" else None  # type: ignore[arg-type]
+    if isinstance(expr, ast.Attribute) and expr.attr == "values" and isinstance(expr.value, ast.Call):
+        return _indices_of(ctx, expr.value) if _call_name(ctx, expr.value) == "max" else None
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and _call_name(ctx, expr) in _SHIFTS
+    ):
+        if _is_torch_function(ctx, expr):
+            return expr.args[0] if expr.args else None
+        return expr.func.value
+    return None
+
+
+def _stability_shift(ctx: Context, node: ast.AST, expr: ast.AST) -> bool:
+    """`logits - logits_max.detach()` with `logits_max, _ = torch.max(logits, dim=1,
+    keepdim=True)`: a max (or logsumexp) of the other operand, subtracted to keep `exp`
+    finite. Gradients reach the layers through `logits` itself; only the shift is held."""
+    parent = ctx.parent
+    uses = _uses(ctx)
+    if uses is None or not (
+        isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Sub) and parent.right is node
+    ):
+        return False
+    source = _reduced(ctx, uses, expr)
+    if source is None:
+        return False
+    if isinstance(source, ast.Name):
+        return any(
+            isinstance(n, ast.Name)
+            and n.id == source.id
+            and uses.binding(n.id, _pos(n)) == uses.binding(source.id, _pos(source))
+            for n in ast.walk(parent.left)
+        )
+    return ast.dump(source) == ast.dump(parent.left)
+
+
+def _optional_argument(ctx: Context, test: ast.AST) -> tuple[str, bool] | None:
+    """`targets is None` -> ("targets", True), `targets is not None` -> ("targets", False),
+    for a parameter of the method that defaults to None."""
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.left, ast.Name)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return None
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    defaults = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults) :]], a.defaults))
+    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    name = test.left.id
+    default = defaults.get(name)
+    if not (isinstance(default, ast.Constant) and default.value is None):
+        return None
+    return name, isinstance(test.ops[0], ast.Is)
+
+
+def _inference_return(ctx: Context, node: ast.AST) -> bool:
+    """`return output.data` in the branch taken when the optional targets are not given,
+    while the other branch takes them and returns (a loss): a forward that trains itself
+    with targets and hands back detached predictions without them, the inference path."""
+    stack = ctx.stack
+    if not (stack and isinstance(stack[-1], ast.Return) and stack[-1].value is node):
+        return False
+    ret = stack[-1]
+    for anc in reversed(stack[:-1]):
+        if not isinstance(anc, ast.If):
+            continue
+        found = _optional_argument(ctx, anc.test)
+        if found is None:
+            continue
+        name, when_none = found
+        inside = anc.body if any(ret in ast.walk(s) for s in anc.body) else anc.orelse
+        other = anc.orelse if inside is anc.body else anc.body
+        if (inside is anc.body) != when_none:
+            return False  # the stop-gradient is where the targets are given
+        given = [n for s in other for n in ast.walk(s)]
+        return any(isinstance(n, ast.Return) for n in given) and any(
+            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in given
+        )
+    return False
 
 
 @check("TM107", calls={"detach"}, attrs={"data"})
@@ -1378,6 +1844,10 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         if _not_a_stop_gradient(ctx, node):  # type: ignore[arg-type]
             return
     if _under_freeze_switch(ctx) or _gradient_goes_around(ctx, node, expr):
+        return
+    if _leaves_for_python(ctx, node) or _integer_tensor(ctx, expr) or _stability_shift(ctx, node, expr):
+        return  # nothing that carries a gradient is cut
+    if _inference_return(ctx, node):
         return
     sub = _submodule_output(ctx, expr)
     if sub is not None:
