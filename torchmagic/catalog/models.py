@@ -203,7 +203,20 @@ RULES = [
             of a fresh float32 CPU tensor (`nn.Parameter(torch.randn(n)).type(torch.FloatTensor)`,
             `.float()`, `.to(torch.float32)`, in-place initialisers): PyTorch returns the Parameter
             itself; classes that move their own tensor state (the class or a base in the
-            same source defines `to`, `_apply` or `cuda`); live: instances of classes that move their own tensors (the class or a base other than `nn.Module` overrides `_apply`, as metric libraries do), and any module whose class is defined outside the user's code
+            same source defines `to`, `_apply` or `cuda`); host data: an attribute the class reads
+            only for Python values (`self.edges[i].item()`, `self.cuts.tolist()`, `float(...)`, or a loop
+            such as `for lo, hi in zip(self.lows, self.highs)` whose elements are read only that way),
+            as ECE bin edges are: as a buffer it would follow the model to the GPU and each read would
+            wait for the device; a second assignment of an attribute already reported (the CPU `else`
+            of `if torch.cuda.is_available(): self.mean = ....cuda()`): one finding per attribute, at its
+            first assignment. A tensor put on a device the caller passes to the constructor
+            (`.to(device)`, `device=device` with a parameter of `__init__`), and attributes computed
+            from such tensors (`self.alphas = 1 - self.betas`), is reported as info: it starts where
+            the caller's model is and breaks only on a later `model.to(...)`/`.half()` or in
+            `state_dict()`. Live: instances of classes that move their own tensors (the class or a
+            base other than `nn.Module` overrides `_apply`, as metric libraries do), host data as
+            above in a class the same cell defines, and any module whose class is defined outside
+            the user's code
             """,
         # `self.mask = torch.ones(n).to(device)`: as a buffer it follows `model.to(device)`, so
         # the move inside the module (TM102) goes with the fix

@@ -139,3 +139,90 @@ def sole_bindings(scope: ast.AST) -> dict[str, tuple[ast.AST, int | None]]:
 def sole_binding(scope: ast.AST, name: str) -> tuple[ast.AST, int | None] | None:
     """`sole_bindings(scope)` for one name."""
     return sole_bindings(scope).get(name)
+
+
+# Python conversions of a tensor (TM106: attributes read only this way stay on the host)
+_HOST_VALUE_METHODS = frozenset({"item", "tolist", "numpy"})
+_HOST_VALUE_CALLS = frozenset({"int", "float", "bool"})
+
+
+def _host_read(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """`v.item()`, `v[i].tolist()`, `float(v)`: the read fetches a Python value."""
+    parent = parents.get(node)
+    while isinstance(parent, ast.Subscript) and parent.value is node:
+        node, parent = parent, parents.get(parent)
+    if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _HOST_VALUE_METHODS:
+        return isinstance(parents.get(parent), ast.Call)
+    return (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id in _HOST_VALUE_CALLS
+        and parent.args == [node]
+    )
+
+
+def _loop_target(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> tuple[list[ast.AST], ast.Name] | None:
+    """`for v in node`, `for a, b in zip(node, other)`, `for i, v in enumerate(node[1:])`,
+    `[f(v) for v in node]`: where the loop reads its elements, and the name that takes them."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.slice, ast.Slice):
+        node, parent = parent, parents.get(parent)
+    index = None
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and node in parent.args:
+        if parent.func.id == "zip":
+            index = parent.args.index(node)  # type: ignore[arg-type]
+        elif parent.func.id == "enumerate" and parent.args[0] is node:
+            index = 1
+        else:
+            return None
+        node, parent = parent, parents.get(parent)
+    if isinstance(parent, ast.For) and parent.iter is node:
+        scope: list[ast.AST] = list(parent.body)
+    elif isinstance(parent, ast.comprehension) and parent.iter is node and parent in parents:
+        scope = [parents[parent]]
+    else:
+        return None
+    target = parent.target
+    if index is not None:
+        if not isinstance(target, ast.Tuple) or len(target.elts) <= index:
+            return None
+        target = target.elts[index]
+    return (scope, target) if isinstance(target, ast.Name) else None
+
+
+def read_only_for_python(classes: list[ast.ClassDef], attr: str) -> bool:
+    """The classes read `self.<attr>` only to fetch Python values: `self.edges[i].item()`,
+    `self.edges.tolist()`, or a loop over it (`for lo, hi in zip(self.lows, self.highs)`)
+    whose elements are read only with `.item()`/`float()`. Such a tensor (bin edges,
+    thresholds) is host data: as a buffer it would follow the model to the GPU and each of
+    those reads would wait for the device."""
+    parents: dict[ast.AST, ast.AST] = {}
+    for cls in classes:
+        for parent in ast.walk(cls):
+            for child in ast.iter_child_nodes(parent):
+                parents[child] = parent
+    reads = [
+        n
+        for n in parents
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.ctx, ast.Load)
+        and n.attr == attr
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+    ]
+    for read in reads:
+        if _host_read(read, parents):
+            continue
+        loop = _loop_target(read, parents)
+        if loop is None:
+            return False
+        scope, name = loop
+        uses = [
+            n
+            for stmt in scope
+            for n in ast.walk(stmt)
+            if isinstance(n, ast.Name) and n.id == name.id and n is not name
+        ]
+        if not uses or not all(isinstance(n.ctx, ast.Load) and _host_read(n, parents) for n in uses):
+            return False
+    return bool(reads)

@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..lint.nodes import read_only_for_python
 from ..lint.source import prepare
 
 # Methods that grow or rebind the contents of a container named in the cell.
@@ -26,6 +27,9 @@ class CellNames:
     parsed: bool = True
     # (class name, attribute) -> first line of `self.<attribute> = ...` in a class the cell defines
     self_attrs: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (class name, attribute) of a class the cell defines that reads the attribute only for
+    # Python values (`.item()`, `.tolist()`): host data, not state to register (TM106)
+    host_attrs: set[tuple[str, str]] = field(default_factory=set)
     # (dotted name, attribute) -> last line of `<name>.<attribute> = ...` at the top level
     attr_sets: dict[tuple[str, str], int] = field(default_factory=dict)
     # (first line, last line, is a loop) of each statement the cell's code runs itself; a
@@ -139,6 +143,8 @@ def _self_attributes(cls: ast.ClassDef, out: CellNames) -> None:
         for t in targets:
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                 key = (cls.name, t.attr)
+                if key not in out.self_attrs and read_only_for_python([cls], t.attr):
+                    out.host_attrs.add(key)
                 out.self_attrs[key] = min(out.self_attrs.get(key, node.lineno), node.lineno)
 
 

@@ -12,7 +12,7 @@ from ..accelerator import device_type_of_literal
 from ..context import Context, grad_context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
-from ..nodes import has_kwargs_splat, keyword
+from ..nodes import has_kwargs_splat, keyword, read_only_for_python
 from ..registry import check
 from ._common import unparse, unparse_operand
 from .devices import cuda_only, under_cuda_guard
@@ -978,6 +978,44 @@ def _moves_own_state(ctx: Context) -> bool:
     )
 
 
+def _on_callers_device(ctx: Context, value: ast.AST, placed: set[str]) -> bool:
+    """The tensor is put on a device the caller gave the constructor (`.to(device)`,
+    `.cuda(gpu)`, `device=device` with a parameter of `__init__`), or computed from attributes
+    that were (`self.alphas = 1 - self.betas`): it starts where the caller's model is."""
+    for sub in ast.walk(value):
+        if _is_self_attr_read(sub) and sub.attr in placed:  # type: ignore[attr-defined]
+            return True
+        if not isinstance(sub, ast.Call):
+            continue
+        dev = keyword(sub, "device")
+        if dev is None and isinstance(sub.func, ast.Attribute) and sub.func.attr in ("to", "cuda"):
+            dev = sub.args[0] if sub.args else None
+        if dev is not None and _caller_device(ctx, dev):
+            return True
+    return False
+
+
+def _is_self_attr_read(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
+def _tm106_state(ctx: Context) -> dict[str, set[str]]:
+    """Per class being walked: attributes already reported ("seen"), and those on the
+    caller's device ("placed")."""
+    assert ctx.cls is not None
+    per_class = _state.setdefault(ctx, {}).setdefault("tm106", {})
+    key = id(ctx.cls.node)
+    got = per_class.get(key)
+    if got is None or got[0] is not ctx.cls.node:
+        got = per_class[key] = (ctx.cls.node, {"seen": set(), "placed": set()})
+    return got[1]
+
+
 @check("TM106", nodes=(ast.Assign, ast.AnnAssign))
 def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) -> None:
     if not ctx.in_module_method or ctx.method != "__init__" or node.value is None:
@@ -989,10 +1027,26 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
     if wrapped is not None:
         _flag_converted_parameter(ctx, node, target.attr, *wrapped)
         return
+    state = _tm106_state(ctx)
+    placed = _on_callers_device(ctx, node.value, state["placed"])
+    if placed:
+        state["placed"].add(target.attr)
+    if target.attr in state["seen"] or read_only_for_python(_class_nodes(ctx), target.attr):
+        return  # reported at its first assignment (`if cuda: ... else: ...`), or host data
+    state["seen"].add(target.attr)
+    hint = f'`self.register_buffer("{target.attr}", {unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.'
+    if placed:
+        ctx.flag(
+            node,
+            f"`self.{target.attr}` holds a plain tensor on the device given to the constructor: it will not follow a later `model.to(...)`/`.half()` and is missing from `state_dict()`.",
+            hint,
+            severity="info",
+        )
+        return
     ctx.flag(
         node,
         f"`self.{target.attr}` holds a plain tensor: it will not follow `model.to(device)` and is missing from `state_dict()`.",
-        f'`self.register_buffer("{target.attr}", {unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.',
+        hint,
     )
 
 

@@ -30,8 +30,10 @@ def plain_tensor_attributes(view: LiveView, rule: Rule) -> Iterator[LiveFinding]
                 not is_plain_tensor_state(m, attr, v)
                 or not users_attribute(view, cls, qual, attr)
                 or moves_its_own_tensors(cls)
+                or (cls.__name__, attr) in view.cell.host_attrs
             ):
-                continue  # library internals are not the user's to fix; self-moving state is on purpose
+                continue  # library internals are not the user's to fix; self-moving state is on
+                # purpose; host data read only for Python values stays on the CPU
             hits.setdefault((cls, attr), []).append((qual, tree.root, v))
     for (cls, attr), found in hits.items():
         yield attribute_finding(
