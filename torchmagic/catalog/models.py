@@ -27,8 +27,13 @@ RULES = [
             """,
         not_flagged="""
             factories with a `device=` argument; `*_like` and `x.new_*`; `torch.normal(mu, std)` with
-            tensor arguments (built on their device); code outside `forward`/methods it calls. The hint
-            names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
+            tensor arguments (built on their device); code outside `forward`/methods it calls; a factory in the branch
+            that only runs without CUDA, in code that writes the CUDA and the CPU path out twice (the `else` of
+            `if torch.cuda.is_available():`, of `if x.is_cuda:` or of `... if x.is_cuda else torch.ones(n)`, the body
+            of `if not torch.cuda.is_available():`, the `else` of a branch that calls `.cpu()`): there everything is
+            on the CPU (not the `else:` of a GPU count,
+            `if torch.cuda.device_count() > 1:`, which may run on one GPU). The factory in the CUDA branch is still
+            flagged. The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
             for zeros/ones/empty/full/rand/randn/randint, `device=` for the rest (`arange`, `eye`,
             `linspace`, ...)
             """,

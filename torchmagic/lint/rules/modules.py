@@ -8,7 +8,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
-from ..accelerator import device_type_of_literal
+from ..accelerator import device_type_of_literal, in_cpu_branch
 from ..context import Context, grad_context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
@@ -36,6 +36,8 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
     name = q.split(".", 1)[1]
     if name == "normal" and not _numbers_only(ctx, call):
         return  # `torch.normal(mu, std)` with tensors is built on their device
+    if in_cpu_branch(ctx, call) and not _counts_gpus(ctx, call):
+        return  # the `else:` of `if torch.cuda.is_available():` / `if x.is_cuda:` runs on the CPU
     ctx.flag(
         call,
         f"`{_call_label(call)}` in `{ctx.method}` builds a new CPU tensor on every forward call.",
@@ -43,6 +45,44 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         " `self.register_buffer(...)` in `__init__`.",
         fix=_on_input_device(call, name, ctx),
     )
+
+
+def _counts_gpus(ctx: Context, call: ast.Call) -> bool:
+    """A test of the branches around the call counts GPUs (`torch.cuda.device_count() > 1`,
+    `args.ngpu > 1`): its `else:` may still run on one GPU. Asking for any GPU at all
+    (`> 0`, `>= 1`, `!= 0`) is a presence test, whose `else:` runs on the CPU."""
+    presence = {(ast.Gt, 0), (ast.GtE, 1), (ast.NotEq, 0)}
+    for anc in ctx.stack:
+        if not isinstance(anc, (ast.If, ast.IfExp)):
+            continue
+        for sub in ast.walk(anc.test):
+            if (
+                isinstance(sub, ast.Compare)
+                and any(
+                    isinstance(c, ast.Constant)
+                    and isinstance(c.value, (int, float))
+                    and not isinstance(c.value, bool)
+                    for c in (sub.left, *sub.comparators)
+                )
+                and _mentions_gpus(sub)
+            ):
+                pairs = [
+                    (type(op), c.value)
+                    for op, c in zip(sub.ops, sub.comparators)
+                    if isinstance(c, ast.Constant)
+                ]
+                if not (len(sub.ops) == 1 and pairs and pairs[0] in presence):
+                    return True
+    return False
+
+
+def _mentions_gpus(node: ast.AST) -> bool:
+    """`torch.cuda.device_count()`, `args.ngpu`, `n_gpus`: a name that speaks of GPUs."""
+    for sub in ast.walk(node):
+        text = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
+        if "cuda" in text.lower() or "gpu" in text.lower():
+            return True
+    return False
 
 
 def _numbers_only(ctx: Context, call: ast.Call) -> bool:
