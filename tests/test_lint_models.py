@@ -173,7 +173,35 @@ def test_TM102_new_tensor_hint_follows_the_parameters() -> None:
     )
     fresh, moved = check_source(code, select=["TM102"])
     assert "next(self.parameters()).device" in fresh.hint, fresh.hint
-    assert "x.device" in moved.hint, moved.hint
+    # the input itself has no other input to follow: it goes where the module's tensors are
+    assert "next(self.parameters()).device" in moved.hint, moved.hint
+    derived = code.replace("self.rnn(x.cuda())", "self.rnn(x).cpu()")
+    (f,) = check_source(derived, select=["TM102"])[1:]
+    assert "`.to(x.device)`" in f.hint, f.hint
+
+
+def test_TM102_hint_of_a_module_without_parameters_follows_the_input() -> None:
+    """`next(self.parameters())` raises StopIteration in a module that registers nothing."""
+    code = (
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "class Loss(nn.Module):\n"
+        "    def __init__(self, gamma=2.0):\n"
+        "        super().__init__()\n"
+        "        self.gamma = gamma\n"
+        "    def forward(self, scores, labels):\n"
+        "        w = torch.tensor([0.5, 2.0]).cuda()\n"
+        "        t = (labels * 2).cuda()\n"
+        "        idx = labels.cuda()\n"
+        "        return (scores * w).sum() + t.sum() + scores[idx].sum()\n"
+        "    def prepare(self, batch):\n"
+        "        return batch.cuda()\n"
+    )
+    fresh, moved, other_input, given = check_source(code, select=["TM102"])
+    assert "`.to(scores.device)`" in other_input.hint, other_input.hint
+    assert "parameters()" not in fresh.hint and "device=scores.device" in fresh.hint, fresh.hint
+    assert "parameters()" not in moved.hint and "`.to(scores.device)`" in moved.hint, moved.hint
+    assert "parameters()" not in given.hint and "drop the move" in given.hint, given.hint
 
 
 def test_TM201_silent_in_code_that_requires_cuda() -> None:
@@ -204,3 +232,34 @@ def test_TM601_module_built_and_loaded_gets_no_fix_where_the_entry_is_read_back(
     reader = "def restore(net, src):\n    net.load_state_dict(torch.load(src)['decoder'].state_dict())\n"
     (g,) = check_source(save + reader, select=["TM601"])
     assert g.fix is None
+
+
+def test_TM102_cuda_on_a_module_of_this_source_that_registers_nothing() -> None:
+    """`Module._apply` moves parameters, buffers and submodules only: a plain tensor attribute
+    stays where it is, so `.cuda()` on a class that keeps only such moves nothing."""
+    code = (
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "class Bins(nn.Module):\n"
+        "    def __init__(self, n=15):\n"
+        "        super().__init__()\n"
+        "        edges = torch.linspace(0, 1, n + 1)\n"
+        "        self.lo = edges[:-1]\n"
+        "        self.hi = edges[1:]\n"
+        "    def forward(self, p):\n"
+        "        return sum(((p > a) & (p <= b)).float().mean() for a, b in zip(self.lo, self.hi))\n"
+        "class Holder(nn.Module):\n"
+        "    def __init__(self, inner):\n"
+        "        super().__init__()\n"
+        "        self.inner = inner\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(2, 2)\n"
+        "    def score(self, x, inner):\n"
+        "        bins = Bins().cuda()\n"
+        "        held = Holder(inner).cuda()\n"
+        "        return bins(self.fc(x)), held\n"
+    )
+    (f,) = check_source(code, select=["TM102"])
+    assert "Holder(inner).cuda()" in f.message, f.message  # `inner` may be a submodule

@@ -27,8 +27,13 @@ RULES = [
             """,
         not_flagged="""
             factories with a `device=` argument; `*_like` and `x.new_*`; `torch.normal(mu, std)` with
-            tensor arguments (built on their device); code outside `forward`/methods it calls. The hint
-            names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
+            tensor arguments (built on their device); code outside `forward`/methods it calls; a factory in the branch
+            that only runs without CUDA, in code that writes the CUDA and the CPU path out twice (the `else` of
+            `if torch.cuda.is_available():`, of `if x.is_cuda:` or of `... if x.is_cuda else torch.ones(n)`, the body
+            of `if not torch.cuda.is_available():`, the `else` of a branch that calls `.cpu()`): there everything is
+            on the CPU (not the `else:` of a GPU count,
+            `if torch.cuda.device_count() > 1:`, which may run on one GPU). The factory in the CUDA branch is still
+            flagged. The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
             for zeros/ones/empty/full/rand/randn/randint, `device=` for the rest (`arange`, `eye`,
             `linspace`, ...)
             """,
@@ -73,8 +78,25 @@ RULES = [
             (the file, notebook or project says so, as for TM201); moves under a CUDA flag the caller sets
             (`if self.use_cuda: h = h.cuda()`); `.cpu()` / `.to("cpu")` that fetches values for Python (chained with
             `.tolist()`/`.numpy()`/`.item()`, or bound to a name the method reads that way: host-side indices from
-            `.nonzero().cpu()`); a factory moved in the same call (`torch.zeros(n).to(device)`) is TM101's
-            finding
+            `.nonzero().cpu()`); `.cpu()` whose copy is handed to host-side code: an argument of a NumPy function
+            (`np.asarray(x.cpu())`), an argument that a function of this source reads with
+            `.item()`/`.tolist()`/`.numpy()`/`int(...)`, or a detached copy (`x.cpu().data`, `x.detach().cpu()`:
+            values, no graph) passed to a plain function defined elsewhere (`build_targets(pred.cpu().data, ...)`);
+            a copy passed to a torch function, a method, a submodule or a function of this source that computes
+            with it as a tensor is still flagged; moves under a test of the input's own device
+            (`if x.is_cuda: t = t.cuda()`, `t.cuda() if x.is_cuda else t`, `if x.device.type == "cuda":`,
+            `if self.weight.is_cuda:`), which follow where the caller put the data and run on the CPU (not
+            `torch.cuda.is_available()`, nor `self.device.type` of a device the module chose); moves of a module that
+            holds no tensors, which move nothing: a loss built without a class weight (`nn.CrossEntropyLoss().cuda()`,
+            as for TM201), an `nn.Module` class of this source that registers no parameter, buffer or submodule
+            (a plain tensor attribute does not count: `.cuda()` leaves it where it is), or a name or `self.<attr>`
+            bound only to one of those; a factory moved in the same call (`torch.zeros(n).to(device)`) is TM101's
+            finding. The hint fits the class: a module with no parameters of its own (nothing registered, where
+            `next(self.parameters())` raises StopIteration) builds and moves tensors on the forward's input device
+            (`device=scores.device`); an input or a batch drawn from one goes where the module's own tensors are
+            (`.to(next(self.parameters()).device)`), or in a module without parameters follows the forward's
+            first input (`.to(scores.device)`) or, being that input, stays where the caller put it; `self.cuda()`
+            and submodule moves are left to the caller's `model.to(device)`
             """,
         overrides=("TM201", "TM202"),
     ),

@@ -8,14 +8,14 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
-from ..accelerator import device_type_of_literal
+from ..accelerator import device_type_of_literal, in_cpu_branch
 from ..context import Context, grad_context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
-from ..nodes import has_kwargs_splat, keyword, read_only_for_python
+from ..nodes import has_kwargs_splat, keyword, read_only_for_python, terminal_name
 from ..registry import check
-from ._common import unparse, unparse_operand
-from .devices import cuda_only, under_cuda_guard
+from ._common import chain_root, unparse, unparse_operand
+from .devices import _tensorless_loss, cuda_only, under_cuda_guard
 
 FACTORIES = NEW_TENSOR_FUNCS | {"logspace", "as_tensor", "normal"}
 
@@ -36,6 +36,8 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
     name = q.split(".", 1)[1]
     if name == "normal" and not _numbers_only(ctx, call):
         return  # `torch.normal(mu, std)` with tensors is built on their device
+    if in_cpu_branch(ctx, call) and not _counts_gpus(ctx, call):
+        return  # the `else:` of `if torch.cuda.is_available():` / `if x.is_cuda:` runs on the CPU
     ctx.flag(
         call,
         f"`{_call_label(call)}` in `{ctx.method}` builds a new CPU tensor on every forward call.",
@@ -43,6 +45,44 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         " `self.register_buffer(...)` in `__init__`.",
         fix=_on_input_device(call, name, ctx),
     )
+
+
+def _counts_gpus(ctx: Context, call: ast.Call) -> bool:
+    """A test of the branches around the call counts GPUs (`torch.cuda.device_count() > 1`,
+    `args.ngpu > 1`): its `else:` may still run on one GPU. Asking for any GPU at all
+    (`> 0`, `>= 1`, `!= 0`) is a presence test, whose `else:` runs on the CPU."""
+    presence = {(ast.Gt, 0), (ast.GtE, 1), (ast.NotEq, 0)}
+    for anc in ctx.stack:
+        if not isinstance(anc, (ast.If, ast.IfExp)):
+            continue
+        for sub in ast.walk(anc.test):
+            if (
+                isinstance(sub, ast.Compare)
+                and any(
+                    isinstance(c, ast.Constant)
+                    and isinstance(c.value, (int, float))
+                    and not isinstance(c.value, bool)
+                    for c in (sub.left, *sub.comparators)
+                )
+                and _mentions_gpus(sub)
+            ):
+                pairs = [
+                    (type(op), c.value)
+                    for op, c in zip(sub.ops, sub.comparators)
+                    if isinstance(c, ast.Constant)
+                ]
+                if not (len(sub.ops) == 1 and pairs and pairs[0] in presence):
+                    return True
+    return False
+
+
+def _mentions_gpus(node: ast.AST) -> bool:
+    """`torch.cuda.device_count()`, `args.ngpu`, `n_gpus`: a name that speaks of GPUs."""
+    for sub in ast.walk(node):
+        text = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
+        if "cuda" in text.lower() or "gpu" in text.lower():
+            return True
+    return False
 
 
 def _numbers_only(ctx: Context, call: ast.Call) -> bool:
@@ -383,6 +423,436 @@ def _caller_device(ctx: Context, arg: ast.AST | None) -> bool:
     return False
 
 
+def _input_device_test(ctx: Context, call: ast.Call) -> bool:
+    """`if x.is_cuda: t = t.cuda()`, `t.cuda() if x.is_cuda else t`, `if x.device.type == "cuda":`:
+    the move follows where the caller put the input, so the module still runs on the CPU."""
+    if not under_cuda_guard(ctx, call):
+        return False
+    path = [*ctx.stack, call]
+    for anc, child in zip(path, path[1:]):
+        if (
+            isinstance(anc, (ast.If, ast.IfExp))
+            and child is not anc.test
+            and _reads_tensor_device(ctx, anc.test)
+        ):
+            return True
+    return False
+
+
+def _reads_tensor_device(ctx: Context, test: ast.AST) -> bool:
+    """The test reads a tensor's own device (`x.is_cuda`, `x.device.type`, `self.weight.is_cuda`),
+    not a switch or a device the module or a global config chose (`self.device.type`)."""
+    for sub in ast.walk(test):
+        if isinstance(sub, ast.Attribute) and sub.attr == "is_cuda":
+            owner: ast.AST = sub.value
+        elif (
+            isinstance(sub, ast.Attribute)
+            and sub.attr == "type"
+            and isinstance(sub.value, ast.Attribute)
+            and sub.value.attr == "device"
+        ):
+            owner = sub.value.value
+        else:
+            continue
+        root = chain_root(owner)
+        if not isinstance(root, ast.Name):
+            continue
+        if root.id == "self" and owner is not root and ctx.kind(owner) != MODULE:
+            return True  # `self.weight.is_cuda`: the module's own tensors
+        if root.id != "self" and root.id in ctx.frame.names:
+            return True  # a local or a parameter: the input or a tensor built from it
+    return False
+
+
+def _moves_nothing(ctx: Context, value: ast.AST, depth: int = 0) -> bool:
+    """`nn.CrossEntropyLoss().cuda()`, `Metric().cuda()` with `Metric` an `nn.Module` of this
+    source that registers nothing, or a name / `self.<attr>` bound only to such: `Module._apply`
+    moves parameters, buffers and submodules only, so the call moves nothing."""
+    if depth > 3:
+        return False
+    if _tensorless_loss(ctx, value):
+        return True
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        info = ctx.classes.get(value.func.id)
+        return info is not None and info.kind == MODULE and _registers_nothing(ctx, info.node)
+    if isinstance(value, ast.Name):
+        origin = ctx.origin(value)
+        return origin is not None and _moves_nothing(ctx, origin, depth + 1)
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
+        stores = [
+            sub.value
+            for cls in _class_nodes(ctx)
+            for sub in ast.walk(cls)
+            if isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.value is not None
+            for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
+            if _is_self_attr(t, value.attr)
+        ]
+        return bool(stores) and all(
+            _moves_nothing(ctx, v, depth + 1) or _moves_itself(v, value.attr) for v in stores
+        )
+    return False
+
+
+def _moves_itself(value: ast.AST, attr: str) -> bool:
+    """`self.loss = self.loss.cuda()`: the attribute moved and stored back."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("cuda", "cpu", "to")
+        and _is_self_attr(value.func.value, attr)
+    )
+
+
+_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+# calls that give a module state `Module._apply` moves (or set attributes we cannot read)
+_REGISTERING = frozenset(
+    {
+        "Parameter",
+        "ParameterList",
+        "ParameterDict",
+        "register_buffer",
+        "register_parameter",
+        "add_module",
+        "register_module",
+        "setattr",
+    }
+)
+# overriding one of these can move whatever the class keeps
+_MOVE_METHODS = frozenset({"cuda", "cpu", "to", "_apply"})
+
+
+def _registers_nothing(ctx: Context, cls: ast.ClassDef) -> bool:
+    """An `nn.Module` subclass of this source with no parameters, buffers or submodules: no
+    `nn.Parameter`/`register_buffer`/`add_module`, and every `self.<attr> = ...` in its methods
+    stores a plain value (a number, a string, a plain tensor, a function). Its bases are
+    `nn.Module` or classes of this source that register nothing either. A plain tensor attribute
+    does not count: `Module._apply` (behind `.cuda()`/`.to()`) leaves it where it is."""
+    cache = _state.setdefault(ctx, {}).setdefault("bare", {})
+    if id(cls) not in cache:
+        cache[id(cls)] = (cls, None)  # a class that names itself as a base registers something
+        cache[id(cls)] = (cls, _bare_class(ctx, cls))
+    return cache[id(cls)][1] is True
+
+
+def _bare_class(ctx: Context, cls: ast.ClassDef) -> bool:
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id in ctx.classes and base.id != cls.name:
+            if not _registers_nothing(ctx, ctx.classes[base.id].node):
+                return False
+        elif (ctx.qualname(base) or "") not in _MODULE_BASES:
+            return False
+    if cls.keywords:
+        return False
+    for fn in cls.body:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in _MOVE_METHODS:
+            return False
+    for fn in (n for n in ast.walk(cls) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        for sub in ast.walk(fn):
+            if isinstance(sub, ast.Call) and terminal_name(sub.func) in _REGISTERING:
+                return False
+            if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                stores_self = any(
+                    isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+                    for t in targets
+                    for n in ast.walk(t)
+                )
+                if stores_self and (sub.value is None or not _plain_value(ctx, sub.value, fn)):
+                    return False
+    return True
+
+
+# builtins whose result holds no module whatever they are given
+_SCALAR_BUILTINS = frozenset({"int", "float", "str", "bool", "len", "round", "abs", "range", "repr"})
+# builtins whose result holds what their arguments hold
+_CONTAINER_BUILTINS = frozenset(
+    {"tuple", "list", "set", "dict", "sorted", "zip", "enumerate", "max", "min", "sum"}
+)
+_PLAIN_LIBRARIES = ("numpy.", "math.")
+
+
+def _plain_value(ctx: Context, value: ast.AST, fn: ast.AST, depth: int = 0) -> bool:
+    """The value is no module or parameter: a constant, a container of such, a plain tensor
+    (`torch.linspace(...)`, a slice of one), a NumPy array, a lambda, a number derived from those,
+    or a name `fn` binds only to such. A constructor argument without a constant default may be
+    anything (a submodule), so it is not plain."""
+    if depth > 6:
+        return False
+
+    def plain(v: ast.AST | None) -> bool:
+        return v is not None and _plain_value(ctx, v, fn, depth + 1)
+
+    if isinstance(value, (ast.Constant, ast.JoinedStr, ast.Lambda, ast.Compare)):
+        return True
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return all(plain(e) for e in value.elts)
+    if isinstance(value, ast.Dict):
+        return all(plain(k) for k in value.keys) and all(plain(v) for v in value.values)
+    if isinstance(value, ast.UnaryOp):
+        return plain(value.operand)
+    if isinstance(value, ast.BinOp):
+        return plain(value.left) and plain(value.right)
+    if isinstance(value, ast.BoolOp):
+        return all(plain(v) for v in value.values)
+    if isinstance(value, ast.IfExp):
+        return plain(value.body) and plain(value.orelse)
+    if isinstance(value, ast.Subscript):
+        return plain(value.value)
+    if isinstance(value, ast.Attribute):
+        return (ctx.qualname(value) or "").startswith(_PLAIN_LIBRARIES)  # `math.pi`, `np.inf`
+    if isinstance(value, ast.Call):
+        return _plain_call(ctx, value, plain)
+    if isinstance(value, ast.Name):
+        return _plain_name(value.id, fn, plain)
+    return False
+
+
+def _plain_call(ctx: Context, call: ast.Call, plain: Any) -> bool:
+    q = ctx.qualname(call.func) or ""
+    if q.startswith(_PLAIN_LIBRARIES):
+        return True
+    if q.startswith("torch.") and q.count(".") == 1:
+        name = q.split(".", 1)[1]
+        return name in FACTORIES or q in _FROM_HOST or name == "device"
+    if isinstance(call.func, ast.Name) and not ctx.defined(call.func.id):
+        if call.func.id in _SCALAR_BUILTINS:
+            return True
+        if call.func.id in _CONTAINER_BUILTINS:
+            return all(plain(a) for a in call.args)
+    if isinstance(call.func, ast.Attribute):
+        # `t.tolist()` gives Python values; a method of a number, string, tensor or array
+        # (`bins[:-1].clone()`, `edges.div(n)`) gives no module
+        return call.func.attr in ("tolist", "item") or plain(call.func.value)
+    return False
+
+
+def _plain_name(name: str, fn: ast.AST, plain: Any) -> bool:
+    """A parameter with a constant default (`n_bins=15`), or a local bound only to plain values."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    defaults = dict(zip([p.arg for p in positional][len(positional) - len(a.defaults) :], a.defaults))
+    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    if name in defaults:
+        d = defaults[name]
+        return isinstance(d, ast.Constant) and d.value is not None
+    if name in {p.arg for p in (*positional, *a.kwonlyargs, a.vararg, a.kwarg) if p is not None}:
+        return False
+    values: list[ast.AST] = []
+    for sub in ast.walk(fn):
+        if isinstance(sub, ast.Assign):
+            for t in sub.targets:
+                if isinstance(t, ast.Name) and t.id == name:
+                    values.append(sub.value)
+                elif any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t)):
+                    return False  # unpacked: `a, b = f()`
+        elif isinstance(sub, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr)):
+            bound = (
+                [sub.target]
+                if isinstance(sub, (ast.For, ast.AsyncFor, ast.NamedExpr))
+                else [i.optional_vars for i in sub.items if i.optional_vars is not None]
+            )
+            if any(isinstance(n, ast.Name) and n.id == name for b in bound for n in ast.walk(b)):
+                return False
+    return bool(values) and all(plain(v) for v in values)
+
+
+# methods a `.cpu()` copy may pass through on its way into a call: `x.cpu().data`, `.detach()`
+_COPY_STEPS = frozenset({"detach", "float", "double", "long", "int", "contiguous", "clone"})
+
+
+def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
+    """`build_targets(pred.cpu().data, ...)`, `np.asarray(x.cpu())`: a CPU copy handed to
+    host-side code, not the module placing its tensors. The callee is NumPy, or a plain function
+    outside torch (not a method, not a submodule, not a class): one of this source that reads that
+    argument on the host (`.item()`/`.tolist()`/`.numpy()`, `int(...)`), or one defined elsewhere
+    that gets a detached copy (`.data`, `.detach()`: values, no graph for the module's output)."""
+    detached = any(
+        (isinstance(n, ast.Attribute) and n.attr == "data")
+        or (isinstance(n, ast.Call) and terminal_name(n.func) == "detach")
+        for n in _chain(call.func.value)  # type: ignore[attr-defined]
+    )
+    node: ast.AST = call
+    stack = ctx.stack
+    i = len(stack) - 1
+    while i >= 0 and isinstance(stack[i], ast.Attribute):
+        attr = stack[i].attr  # type: ignore[attr-defined]
+        if attr == "data":
+            detached, node, i = True, stack[i], i - 1
+        elif attr in _COPY_STEPS and i >= 1 and isinstance(stack[i - 1], ast.Call):
+            detached, node, i = detached or attr == "detach", stack[i - 1], i - 2
+        else:
+            return False
+    if i >= 1 and isinstance(stack[i], ast.keyword):
+        i -= 1
+    holder = stack[i] if i >= 0 else None
+    if not isinstance(holder, ast.Call) or holder.func is node:
+        return False
+    if not any(a is node for a in holder.args) and not any(kw.value is node for kw in holder.keywords):
+        return False
+    if (ctx.qualname(holder.func) or "").startswith("numpy."):
+        return True
+    if not _plain_function(ctx, holder.func):
+        return False
+    fn = _source_function(ctx, holder.func)
+    if fn is None:
+        return detached
+    param = _parameter_for(fn, holder, node)
+    return param is not None and _reads_on_host(fn, param)
+
+
+def _chain(node: ast.AST) -> list[ast.AST]:
+    """The nodes of a method/attribute chain, outermost first: `x.detach().data`."""
+    out: list[ast.AST] = []
+    while True:
+        out.append(node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        else:
+            return out
+
+
+def _plain_function(ctx: Context, func: ast.AST) -> bool:
+    """A function by name (`build_targets`, `utils.build_targets`), not torch's, not a class, not
+    a method of `self` or of a tensor."""
+    q = ctx.qualname(func) or ""
+    if not q or q.startswith("torch.") or q.split(".")[-1][:1].isupper():
+        return False
+    if isinstance(func, ast.Name):
+        return func.id not in ctx.classes and ctx.kind(func) not in (MODULE, *TENSOR_KINDS)
+    root = chain_root(func)
+    return isinstance(root, ast.Name) and root.id in ctx.imports  # a function of an imported module
+
+
+def _source_function(ctx: Context, func: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The top-level function of this source that `func` names."""
+    root = ctx.stack[0] if ctx.stack else None
+    if not isinstance(func, ast.Name) or not isinstance(root, ast.Module):
+        return None
+    return next(
+        (
+            n
+            for n in root.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func.id
+        ),
+        None,
+    )
+
+
+def _parameter_for(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, arg: ast.AST) -> str | None:
+    """The parameter of `fn` that `arg` of `call` is bound to."""
+    positional = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
+    for k, a in enumerate(call.args):
+        if a is arg:
+            return positional[k] if k < len(positional) else None
+    return next((kw.arg for kw in call.keywords if kw.value is arg), None)
+
+
+def _reads_on_host(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """`fn` reads its parameter `name` on the host: `.item()`/`.tolist()`/`.numpy()` on it, or
+    `int(...)`/`float(...)` of it."""
+    for sub in ast.walk(fn):
+        if not isinstance(sub, ast.Call):
+            continue
+        if isinstance(sub.func, ast.Attribute) and sub.func.attr in _HOST_READS:
+            reads = [sub.func.value]
+        elif isinstance(sub.func, ast.Name) and sub.func.id in ("int", "float", "bool"):
+            reads = list(sub.args)
+        else:
+            continue
+        if any(isinstance(n, ast.Name) and n.id == name for r in reads for n in ast.walk(r)):
+            return True
+    return False
+
+
+def _move_hint(ctx: Context, call: ast.Call, fresh: bool) -> str:
+    """Advice that works for this class: a module with no parameters of its own has no
+    `next(self.parameters())` (StopIteration), so its tensors follow an input instead; an input
+    (or a batch drawn from one) has no other input to follow, so it follows the module's own
+    tensors; the module itself is placed by the caller."""
+    value = call.func.value  # type: ignore[attr-defined]
+    bare = ctx.cls is not None and _registers_nothing(ctx, ctx.cls.node)
+    first = _forward_input(ctx)
+    anchor = first or "x"
+    if (isinstance(value, ast.Name) and value.id == "self") or ctx.kind(value) == MODULE:
+        return (
+            "Let the caller place the model once (`model.to(device)`) instead of moving it inside the class."
+        )
+    if _method_input(ctx, value):
+        if bare and first is not None and not (isinstance(value, ast.Name) and value.id == first):
+            return f"Let the caller move the inputs (`x.to(device)`); inside the module, follow the first one: `.to({anchor}.device)`."
+        if bare:
+            return "Let the caller move the inputs (`x.to(device)`) and drop the move here: the module holds no tensors to follow."
+        return (
+            "Let the caller move model and inputs once (`model.to(device)`); inside the module, move an input"
+            " only to where the module's own tensors are: `.to(next(self.parameters()).device)`."
+        )
+    if fresh and not bare:
+        return (
+            "Build it where the module's own tensors are, so it follows the caller's"
+            " `model.to(device)`: `device=next(self.parameters()).device`."
+        )
+    if fresh:
+        return (
+            f"Build it on the input's device, so it follows where the caller put the data: `device={anchor}.device`"
+            " (the module has no parameters to follow)."
+        )
+    return (
+        "Let the caller move the model once (`model.to(device)`) and follow the input inside"
+        f" the module: `.to({anchor}.device)`."
+    )
+
+
+_NOT_TENSOR_ANNOTATIONS = frozenset({"int", "float", "str", "bool", "dict", "list", "tuple"})
+
+
+def _forward_input(ctx: Context) -> str | None:
+    """The first argument of the `forward` being walked that may be a tensor (no constant default,
+    no non-tensor annotation); None in other methods, whose arguments are often sizes."""
+    fn = ctx.frame.node
+    if (
+        not ctx.in_forward
+        or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        or fn.name != "forward"
+    ):
+        return None
+    positional = [*fn.args.posonlyargs, *fn.args.args][1:]
+    first_default = len(positional) - len(fn.args.defaults)
+    for k, p in enumerate(positional):
+        default = fn.args.defaults[k - first_default] if k >= first_default else None
+        if isinstance(default, ast.Constant) and default.value is not None:
+            continue
+        if isinstance(p.annotation, ast.Name) and p.annotation.id in _NOT_TENSOR_ANNOTATIONS:
+            continue
+        return p.arg
+    return None
+
+
+def _method_input(ctx: Context, value: ast.AST) -> bool:
+    """The moved value is what the method was given: a parameter, or a batch a loop draws from
+    one (`for input, label in loader:`), unchanged."""
+    node = value
+    while isinstance(node, ast.Attribute) and node.attr == "data":
+        node = node.value
+    fn = ctx.frame.node
+    if not isinstance(node, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    params = _params(fn)
+    if node.id in params and ctx.origin(node) is None and ctx.loop_source(node.id) is None:
+        return True
+    source = ctx.loop_source(node.id)
+    while (
+        isinstance(source, ast.Call)
+        and source.args
+        and terminal_name(source.func) in ("tqdm", "enumerate", "iter")
+    ):
+        source = source.args[0]
+    return isinstance(source, ast.Name) and source.id in params and ctx.origin(source) is None
+
+
 @check("TM102", calls={"cuda", "cpu", "to"})
 def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
@@ -391,6 +861,8 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         return  # RPC ships CPU tensors and places each remote shard itself
     if _caller_cuda_flag(ctx, call) or _model_parallel(ctx):
         return  # the caller asked for CUDA (`if self.use_cuda:`), or parts sit on chosen GPUs
+    if _input_device_test(ctx, call) or _moves_nothing(ctx, call.func.value):
+        return  # `if x.is_cuda:` follows the input; `nn.MSELoss().cuda()` holds no tensors
     method = call.func.attr
     fresh = _fresh_tensor(ctx, call.func.value)
     if method == "to":
@@ -398,7 +870,9 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         if target is None or not (_is_device_literal(ctx, target) or _is_global_device(ctx, target)):
             return
         label = f".to({unparse(target, 30)})"
-        if device_type_of_literal(target) == "cpu" and _read_on_host(ctx, call):
+        if device_type_of_literal(target) == "cpu" and (
+            _read_on_host(ctx, call) or _handed_to_host_code(ctx, call)
+        ):
             return
         if device_type_of_literal(target) != "cpu" and cuda_only(ctx):
             return  # the code runs on CUDA only (asserts a GPU, builds on apex or cupy)
@@ -407,25 +881,15 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
     else:
         if method == "cuda" and _caller_device(ctx, _device_target(ctx, call)):
             return
-        if method == "cpu" and _read_on_host(ctx, call):
+        if method == "cpu" and (_read_on_host(ctx, call) or _handed_to_host_code(ctx, call)):
             return
         if method == "cuda" and cuda_only(ctx):
             return
         label = f".{method}()"
-    if fresh:
-        hint = (
-            "Build it where the module's own tensors are, so it follows the caller's"
-            " `model.to(device)`: `device=next(self.parameters()).device`."
-        )
-    else:
-        hint = (
-            "Let the caller move the model once (`model.to(device)`) and follow the input inside"
-            " the module: `.to(x.device)`."
-        )
     ctx.flag(
         call,
         f"`{unparse(call.func.value, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
-        hint,
+        _move_hint(ctx, call, fresh),
     )
 
 
