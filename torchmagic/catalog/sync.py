@@ -62,7 +62,18 @@ RULES = [
             comprehension, or a value formatted into a string with no spaces that ends in a file
             extension or holds a `/`; a logged number is still flagged); a loop that breaks on its own `enumerate`/`range` index
             reaching a small number (`if i == 4: break`, up to 16), or that walks a short list written
-            out in the source (`for k in range(len(ids))` with `ids = torch.tensor([1, 2, 3])`);
+            out in the source (`for k in range(len(ids))` with `ids = torch.tensor([1, 2, 3])`),
+            or a few values built with `torch.linspace`/`torch.arange` from small numbers (a
+            parameter's default counts: `edges = torch.linspace(0, 1, n_bins + 1)` with
+            `n_bins=15`; a slice of it, a `self.` attribute stored once from it, and `zip` over
+            it, which stops at its shortest); a plain tensor attribute of a class of this source
+            (`self.edges`, stored once in the source, as `self.edges = ...` in one of its methods,
+            from a factory without a device or a slice of one, the class defining no `_apply`/`to`/
+            `cuda`/`cpu` of its own): `module.to(device)` moves only parameters and buffers, so it
+            stays on the CPU (a `register_buffer` moves, and is still flagged); a value copied out
+            that a loop later in the iteration goes round (`labels = dets[:, -1].cpu().unique()`
+            then `for c in labels:`, per-class NMS): the host needs it to know how many times
+            to go round;
             a second read of a tensor already read earlier in the same iteration; a read right
             after another read of a GPU value, of a tensor that already exists and with nothing
             computed in between (`total += loss.item()` then `correct += acc.item()`: the queue
