@@ -92,15 +92,17 @@ RULES = [
         evidence=("static",),
         what="""
             Flags `if`/`while`/`assert`/conditional expressions whose test is a tensor expression
-            (`(t != 0).all()`, `loss < best`, `t.any()`).
+            (`(t != 0).all()`, `loss < best`, `t.any()`), in a loop or a function: a test the code
+            may run on every step.
             """,
         why="""
             Python needs a `bool`, so the tensor is copied to the CPU: an implicit synchronisation
             that waits for all queued GPU work, hidden in an innocent-looking `if`.
             """,
         example="""
-            if (mask != 0).any():
-                x = x[mask]
+            for x in batches:
+                if (mask != 0).any():
+                    x = x[mask]
             """,
         fix="""
             x = torch.where(mask != 0, x, fill)     # keep the decision on the device
@@ -113,7 +115,11 @@ RULES = [
             chosen per image in a plotting loop; conditions once per epoch: in an epoch loop's own
             body, or after the inner batch loop (`if approx_kl > target_kl: break` once per update
             epoch, a decision only the host can take; a `while` there still is, as it tests on every
-            iteration of its own)
+            iteration of its own); a condition at the top level of a script or cell, in no loop and
+            no function (`if out.argmax() == 1: print("positive")`): it waits once per run, to act
+            on a result the host needs, as TM301 leaves the same reads outside loops (a function's
+            conditions are still flagged, since it may be called on every step, and so is a
+            top-level `while`)
             """,
     ),
     Rule(

@@ -1175,11 +1175,20 @@ def _tensors_in(ctx: Context, test: ast.AST) -> list[ast.AST]:
     return [p for p in parts if ctx.is_tensor(p)]
 
 
+def _runs_once(ctx: Context, node: ast.AST) -> bool:
+    """A condition at the top level of a script or cell, in no loop and no function (which
+    may be called again and again): it waits once per run, to decide on a result the host
+    needs; a `while` tests again on each of its own iterations."""
+    return not isinstance(node, ast.While) and not ctx.in_loop and ctx.frame.node is None
+
+
 @check("TM302", nodes=(ast.If, ast.While, ast.Assert, ast.IfExp))
 def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: Context) -> None:
     test = node.test
     if not ctx.is_tensor(test):
         return
+    if _runs_once(ctx, node):
+        return  # `if argmax == 1: print("positive")` at the top level: one wait, for a result
     if ctx.in_loop and ctx.loops[-1].inner_loop_seen and not isinstance(node, ast.While):
         # after the inner batch loop (`if approx_kl > target_kl: break` once per update epoch):
         # one wait per pass over the data, for a decision only the host can take (a `while`
