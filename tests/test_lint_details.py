@@ -232,3 +232,16 @@ def test_TM203_a_state_dict_loaded_in_code_that_always_runs_on_cuda_is_info() ->
     ):
         other = code.replace("net = Net().cuda()\n", "net = Net().cuda()\n" + chosen)
         assert only(other, "TM203").severity == "warning", chosen
+
+
+def test_TM601_a_module_reloaded_whole_gets_a_hint_for_both_lines() -> None:
+    code = "import torch\nnet = Net()\nnet.train()\ntorch.save(net, 'best.pt')\nnet = torch.load('best.pt')\n"
+    f = only(code, "TM601")
+    assert "line 5" in f.hint and "`net.load_state_dict(torch.load('best.pt'))`" in f.hint
+    assert "load them into the model" in f.hint and f.fix is None
+    # reloaded under another name: that model is built from its class first
+    other = code.replace("net = torch.load", "restored = torch.load")
+    assert "build `restored` from its class" in only(other, "TM601").hint
+    # nothing reloads it: the plain hint
+    plain = code.replace("net = torch.load('best.pt')\n", "")
+    assert only(plain, "TM601").hint == "Save the weights: `torch.save(net.state_dict(), f)`."
