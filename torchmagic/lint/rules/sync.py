@@ -165,13 +165,7 @@ def _small_int(ctx: Context, node: ast.AST) -> bool:
         return isinstance(node.value, int) and node.value <= MAX_SHORT_LOOP
     func = ctx.frame.node
     if isinstance(node, ast.Name) and isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        args = func.args
-        positional = [*args.posonlyargs, *args.args]
-        defaults = dict(
-            zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults)
-        )
-        defaults |= {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
-        default = defaults.get(node.id)
+        default = _parameter_default(func, node.id)
         return default is not None and _small_int(ctx, default) and not isinstance(default, ast.Name)
     return False
 
@@ -268,14 +262,15 @@ def _range_count(ctx: Context, call: ast.Call, scope: ast.AST | None) -> int | N
         steps = keyword(call, "steps") or (call.args[2] if len(call.args) > 2 else None)
         return _int_value(ctx, steps, scope, 0) if steps is not None else None
     args = [_int_value(ctx, a, scope, 0) for a in call.args]
-    if not args or None in args or len(args) > 3 or keyword(call, "end") is not None:
+    if not args or len(args) > 3 or keyword(call, "end") is not None:
+        return None
+    known = [a for a in args if a is not None]
+    if len(known) != len(args):
         return None
     start, end, step = (
-        (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
+        (0, known[0], 1) if len(known) == 1 else (known[0], known[1], known[2] if len(known) == 3 else 1)
     )
-    if step is None or step <= 0 or start is None or end is None:
-        return None
-    return max(0, -(-(end - start) // step))
+    return max(0, -(-(end - start) // step)) if step > 0 else None
 
 
 def _int_value(ctx: Context, node: ast.AST, scope: ast.AST | None, depth: int) -> int | None:
