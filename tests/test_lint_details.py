@@ -208,3 +208,40 @@ def test_TM701_an_element_loop_without_windows_keeps_the_general_hint() -> None:
     code = "import torch\nx = torch.randn(4, 3)\nout = torch.empty(4)\nfor i in range(x.shape[0]):\n    out[i] = x[i, 1:3].sum()\n"
     f = only(code, "TM701")
     assert "element by element" in f.message and "unfold" not in f.hint
+
+
+def test_TM203_a_state_dict_loaded_in_code_that_always_runs_on_cuda_is_info() -> None:
+    code = (
+        "import torch\n"
+        "net = Net().cuda()\n"
+        "net.load_state_dict(torch.load(path))\n"
+        "for x in loader:\n"
+        "    net(x.cuda())\n"
+    )
+    f = only(code, "TM203")
+    assert (f.line, f.severity) == (3, "info")
+    assert "GPU index" in f.message and 'map_location="cuda"' in f.hint
+    # kept as a whole, its tensors are used as they come: still a warning
+    kept = code.replace("net.load_state_dict(torch.load(path))", "ckpt = torch.load(path)")
+    assert only(kept, "TM203").severity == "warning"
+    # code that chooses its device has a CPU path a GPU checkpoint breaks: a warning
+    for chosen in (
+        "if args.cuda:\n    net = net.cuda()\n",
+        "device = 'cuda'\n",
+        "cpu = torch.device('cpu')\n",
+    ):
+        other = code.replace("net = Net().cuda()\n", "net = Net().cuda()\n" + chosen)
+        assert only(other, "TM203").severity == "warning", chosen
+
+
+def test_TM601_a_module_reloaded_whole_gets_a_hint_for_both_lines() -> None:
+    code = "import torch\nnet = Net()\nnet.train()\ntorch.save(net, 'best.pt')\nnet = torch.load('best.pt')\n"
+    f = only(code, "TM601")
+    assert "line 5" in f.hint and "`net.load_state_dict(torch.load('best.pt'))`" in f.hint
+    assert "load them into the model" in f.hint and f.fix is None
+    # reloaded under another name: that model is built from its class first
+    other = code.replace("net = torch.load", "restored = torch.load")
+    assert "build `restored` from its class" in only(other, "TM601").hint
+    # nothing reloads it: the plain hint
+    plain = code.replace("net = torch.load('best.pt')\n", "")
+    assert only(plain, "TM601").hint == "Save the weights: `torch.save(net.state_dict(), f)`."

@@ -56,9 +56,12 @@ def test_TM301_knows_a_live_cuda_tensor_without_a_path_in_the_cell() -> None:
 
 
 def test_TM302_test_on_a_live_tensor() -> None:
-    code = "loss = loss.to(device)\nif loss < best:\n    best = 0\n"
-    assert rules(code, {"loss": torch.tensor(0.5, device="meta"), "best": 1.0}) == [(2, "TM302")]
+    code = "loss = loss.to(device)\nfor step in range(1000):\n    if loss < best:\n        best = 0\n"
+    assert rules(code, {"loss": torch.tensor(0.5, device="meta"), "best": 1.0}) == [(3, "TM302")]
     assert rules(code, {"loss": 0.5, "best": 1.0}) == []
+    # once, at the cell's top level: one wait per run
+    once = "loss = loss.to(device)\nif loss < best:\n    best = 0\n"
+    assert rules(once, {"loss": torch.tensor(0.5, device="meta"), "best": 1.0}) == []
 
 
 def test_TM501_knows_a_live_optimizer_by_its_type() -> None:

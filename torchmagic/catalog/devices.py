@@ -67,7 +67,16 @@ RULES = [
         "load-without-map-location",
         "warning",
         evidence=("static",),
-        what="Flags `torch.load(f)` without `map_location=`.",
+        what="""
+            Flags `torch.load(f)` without `map_location=`. A state dict loaded straight into
+            `module.load_state_dict(torch.load(f))` in code that always runs on CUDA (it moves with a bare
+            `.cuda()` and never chooses a device: no test of a CUDA flag or of `torch.cuda.is_available()`,
+            no `device` name, no `"cpu"` literal; or it says it is CUDA-only) is reported as info: there is
+            no CPU path a GPU checkpoint could break and `load_state_dict` copies into the module's own
+            parameters, so only the GPU index matters (a file written from `cuda:1` fails where that GPU is
+            missing); the note says so and suggests `map_location="cuda"`. A checkpoint kept whole
+            (`ckpt = torch.load(f)`) stays a warning.
+            """,
         why="""
             The tensors are restored onto the device they were saved from: loading a GPU checkpoint
             fails on a machine without that GPU, and on a GPU machine it first lands everything on
@@ -98,7 +107,9 @@ RULES = [
             Unsafe. Adds `map_location=device` when the code has a `device` name there (a module-level
             one counts for a load inside a function), otherwise `map_location="cpu"` when the code uses no
             accelerator at all (from there `.to(device)` still works). Code that uses the GPU without a
-            `device` name gets no edit: the CPU would leave the loaded model away from its CUDA inputs.
+            `device` name gets no edit: the CPU would leave the loaded model away from its CUDA inputs;
+            a state dict loaded into `load_state_dict` in code that always runs on CUDA gets
+            `map_location="cuda"`, the GPU its bare `.cuda()` uses.
             Unsafe because the tensors land on a different device than before, which is the point.
             """,
     ),

@@ -20,7 +20,12 @@ RULES = [
             scheduler, scaler or meter, nor one built over `.parameters()`), or it is a function parameter named like
             a model (`model`, `net`, `netG`, `encoder`) that no call in the file passes weights for;
             also through a name every binding of which is such a module, an alias or a copy of one
-            (`to_save = copy.deepcopy(model).cpu()`, `frozen = model.eval()`).
+            (`to_save = copy.deepcopy(model).cpu()`, `frozen = model.eval()`). Where the same source
+            loads the module back whole (`model = torch.load(f)` into the saved name, or any name
+            from the same file expression), the hint names that line and changes it too:
+            `model.load_state_dict(torch.load(f))` (the model trained in the same scope is still
+            there; elsewhere it is built from its class first), since saving the weights alone would
+            break that reload.
             """,
         why="""
             Pickling a module stores the path of its class: the file no longer loads after the class

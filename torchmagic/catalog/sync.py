@@ -62,7 +62,18 @@ RULES = [
             comprehension, or a value formatted into a string with no spaces that ends in a file
             extension or holds a `/`; a logged number is still flagged); a loop that breaks on its own `enumerate`/`range` index
             reaching a small number (`if i == 4: break`, up to 16), or that walks a short list written
-            out in the source (`for k in range(len(ids))` with `ids = torch.tensor([1, 2, 3])`);
+            out in the source (`for k in range(len(ids))` with `ids = torch.tensor([1, 2, 3])`),
+            or a few values built with `torch.linspace`/`torch.arange` from small numbers (a
+            parameter's default counts: `edges = torch.linspace(0, 1, n_bins + 1)` with
+            `n_bins=15`; a slice of it, a `self.` attribute stored once from it, and `zip` over
+            it, which stops at its shortest); a plain tensor attribute of a class of this source
+            (`self.edges`, stored once in the source, as `self.edges = ...` in one of its methods,
+            from a factory without a device or a slice of one, the class defining no `_apply`/`to`/
+            `cuda`/`cpu` of its own): `module.to(device)` moves only parameters and buffers, so it
+            stays on the CPU (a `register_buffer` moves, and is still flagged); a value copied out
+            that a loop later in the iteration goes round (`labels = dets[:, -1].cpu().unique()`
+            then `for c in labels:`, per-class NMS): the host needs it to know how many times
+            to go round;
             a second read of a tensor already read earlier in the same iteration; a read right
             after another read of a GPU value, of a tensor that already exists and with nothing
             computed in between (`total += loss.item()` then `correct += acc.item()`: the queue
@@ -81,15 +92,17 @@ RULES = [
         evidence=("static",),
         what="""
             Flags `if`/`while`/`assert`/conditional expressions whose test is a tensor expression
-            (`(t != 0).all()`, `loss < best`, `t.any()`).
+            (`(t != 0).all()`, `loss < best`, `t.any()`), in a loop or a function: a test the code
+            may run on every step.
             """,
         why="""
             Python needs a `bool`, so the tensor is copied to the CPU: an implicit synchronisation
             that waits for all queued GPU work, hidden in an innocent-looking `if`.
             """,
         example="""
-            if (mask != 0).any():
-                x = x[mask]
+            for x in batches:
+                if (mask != 0).any():
+                    x = x[mask]
             """,
         fix="""
             x = torch.where(mask != 0, x, fill)     # keep the decision on the device
@@ -102,7 +115,11 @@ RULES = [
             chosen per image in a plotting loop; conditions once per epoch: in an epoch loop's own
             body, or after the inner batch loop (`if approx_kl > target_kl: break` once per update
             epoch, a decision only the host can take; a `while` there still is, as it tests on every
-            iteration of its own)
+            iteration of its own); a condition at the top level of a script or cell, in no loop and
+            no function (`if out.argmax() == 1: print("positive")`): it waits once per run, to act
+            on a result the host needs, as TM301 leaves the same reads outside loops (a function's
+            conditions are still flagged, since it may be called on every step, and so is a
+            top-level `while`)
             """,
     ),
     Rule(

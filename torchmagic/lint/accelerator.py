@@ -22,7 +22,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS
-from .nodes import has_kwargs_splat, keyword, own_nodes, parameters, sole_bindings
+from .nodes import has_kwargs_splat, keyword, own_nodes, parameters, per_node, sole_bindings
 
 if TYPE_CHECKING:
     from .context import Context
@@ -239,6 +239,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 n = func  # calling a module: its output is where the module is
                 continue
             return CPU if _host_helper_call(ctx, n, depth) else None
+        if isinstance(n, ast.Attribute) and _plain_cpu_attribute(ctx, n):
+            return CPU
         if isinstance(n, (ast.Attribute, ast.Subscript)):
             n = n.value
             continue
@@ -274,6 +276,104 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             continue
         return None
     return None
+
+
+# methods of a module class that could move plain tensor attributes along with the module
+_MOVES_ITSELF = frozenset({"_apply", "to", "cuda", "cpu"})
+
+
+def _plain_cpu_attribute(ctx: Context, node: ast.Attribute) -> bool:
+    """`self.bins` in a method of a class of this source, where the source stores into `.bins`
+    once, as `self.bins = ...` in a method of that class, from a tensor factory without a device
+    (`torch.linspace(0, 1, n + 1)`, a slice or view of one): a plain tensor attribute, which
+    `module.to(device)` / `.cuda()` does not move (only parameters and buffers go along), so it
+    stays on the CPU. Not when the class defines its own `_apply`, `to` or `cuda`."""
+    cls = ctx.cls
+    if not (isinstance(node.value, ast.Name) and node.value.id == "self") or cls is None or not ctx.stack:
+        return False
+    methods = {s.name: s for s in cls.node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if _MOVES_ITSELF & methods.keys():
+        return False
+    found = attribute_store(ctx.stack[0], cls.node, node.attr)
+    return found is not None and _cpu_built(ctx, found[0], found[1], 0)
+
+
+def attribute_store(tree: ast.AST, cls: ast.ClassDef, attr: str) -> tuple[ast.AST, ast.AST] | None:
+    """The value of the only store into an attribute named `attr` anywhere in `tree`, when it
+    is a plain `self.<attr> = value` in a method of `cls`, and that method (to read the value's
+    names in); None otherwise."""
+    stores = _attribute_stores(tree).get(attr, [])
+    if len(stores) != 1:
+        return None
+    target, stmt = stores[0]
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and stmt.targets[0] is target):
+        return None
+    if not (isinstance(target.value, ast.Name) and target.value.id == "self"):
+        return None
+    method = next(
+        (
+            m
+            for m in cls.body
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(x is stmt for x in ast.walk(m))
+        ),
+        None,
+    )
+    return (stmt.value, method) if method is not None else None
+
+
+@per_node
+def _attribute_stores(tree: ast.AST) -> dict[str, list[tuple[ast.Attribute, ast.AST]]]:
+    """Every store into an attribute in `tree`, by attribute name: the target and its statement
+    (`setattr` and `del` count as stores of unknown value)."""
+    out: dict[str, list[tuple[ast.Attribute, ast.AST]]] = {}
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.Call) and isinstance(stmt.func, ast.Name) and stmt.func.id == "setattr":
+            name = stmt.args[1] if len(stmt.args) > 1 else None
+            key = name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else "*"
+            out.setdefault(key, []).append((ast.Attribute(), stmt))
+            continue
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.For, ast.With)):
+            continue
+        targets = (
+            stmt.targets
+            if isinstance(stmt, (ast.Assign, ast.Delete))
+            else [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+            if isinstance(stmt, ast.With)
+            else [stmt.target]
+        )
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load):
+                    out.setdefault(n.attr, []).append((n, stmt))
+    if "*" in out:  # `setattr(obj, name, value)` with a computed name: any attribute
+        return {k: v + out["*"] for k, v in out.items()}
+    return out
+
+
+def _cpu_built(ctx: Context, node: ast.AST, scope: ast.AST, depth: int) -> bool:
+    """`torch.linspace(0, 1, n)` (a factory without a device), a slice, view or `.cpu()` of one,
+    or a name of `scope` bound once to one."""
+    if depth > 4:
+        return False
+    if isinstance(node, ast.Name):
+        bound = sole_bindings(scope).get(node.id)
+        return bound is not None and bound[1] is None and _cpu_built(ctx, bound[0], scope, depth + 1)
+    if isinstance(node, ast.Subscript):
+        return _cpu_built(ctx, node.value, scope, depth + 1)
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "cpu" and not node.args:
+        return True
+    if isinstance(func, ast.Attribute) and func.attr in _SAME_DEVICE:
+        return _cpu_built(ctx, func.value, scope, depth + 1)
+    q = ctx.qualname(func) or ""
+    if not (q.startswith("torch.") and q.count(".") == 1 and q[6:] in _FACTORIES):
+        return False
+    if q[6:] in ("tensor", "as_tensor", "from_numpy"):  # a copy of a tensor keeps its device
+        if not (node.args and isinstance(node.args[0], (ast.List, ast.Tuple, ast.Constant))):
+            return False
+    return keyword(node, "device") is None and not ctx.default_device_set
 
 
 _SCALAR_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import SimpleNamespace
 from weakref import WeakKeyDictionary
 
@@ -13,8 +15,9 @@ from ..accelerator import CPU, device_type_of_literal, where
 from ..context import Context
 from ..cuda_only import declares_cuda_only, text_declares_cuda_only
 from ..fixes import fix_of
-from ..nodes import has_kwargs_splat, keyword, terminal_name
+from ..nodes import has_kwargs_splat, keyword, per_node, terminal_name
 from ..registry import check
+from ..source import prepare
 from ._common import chain_root, is_cuda_literal, is_cuda_move, move_target, unparse, unparse_operand
 
 _DEVICE_SELECTION_HINT = (
@@ -294,7 +297,7 @@ def _saved_from_cpu(ctx: Context, obj: ast.AST | None) -> bool:
 def load_without_map_location(node: ast.AST, ctx: Context) -> None:
     files = _files.setdefault(ctx, _Files())
     if isinstance(node, ast.Module):
-        _decide_loads(ctx, files)
+        _decide_loads(ctx, files, node)
         return
     call: ast.Call = node  # type: ignore[assignment]
     q = ctx.qualname(call.func)
@@ -384,7 +387,7 @@ def _location_names(ctx: Context, f: ast.AST | None) -> frozenset[str]:
     return frozenset(out)
 
 
-def _decide_loads(ctx: Context, files: _Files) -> None:
+def _decide_loads(ctx: Context, files: _Files, tree: ast.Module) -> None:
     """At the end of the source, when every `torch.save` is known: a file this very code wrote
     needs no remapping when it was written from the CPU, or reloaded later in the same run."""
     module = ctx.stack[0] if ctx.stack else None
@@ -417,6 +420,9 @@ def _decide_loads(ctx: Context, files: _Files) -> None:
             continue  # `train(model)` saves it, then it is reloaded: same run, same device
         if _handed_to_a_saver(earlier, load):
             continue  # `early_stopping(loss, model, path)` saved it into `path` earlier in this run
+        if load.into is not None and _always_on_cuda(ctx, tree):
+            _flag_gpu_index(ctx, load)
+            continue
         ctx.flag(
             load.anchor,
             f"`{unparse(load.call)}` restores tensors onto the device they were saved from.",
@@ -429,6 +435,77 @@ def _decide_loads(ctx: Context, files: _Files) -> None:
     for save in files.saves:
         if save.scope is None:
             saved.update(dict.fromkeys(_file_keys(save.path, save.template), True))
+
+
+def _flag_gpu_index(ctx: Context, load: _Load) -> None:
+    """`net.load_state_dict(torch.load(p))` in code that always runs on CUDA: `load_state_dict`
+    copies every value into the module's own parameters, and the code has no CPU path that a
+    GPU checkpoint could break, so what is left is the GPU the file names (a checkpoint written
+    from `cuda:1` does not load on a machine with one GPU) and a passing copy of the whole
+    checkpoint on that GPU. Worth a note, not a warning."""
+    edit = ctx.edits.add_keyword(load.call, 'map_location="cuda"')
+    ctx.flag(
+        load.anchor,
+        f"`{unparse(load.call)}` restores each tensor onto the GPU index it was saved from:"
+        " a checkpoint written from another GPU (`cuda:1`) fails to load where that GPU is missing.",
+        'Load onto this process\'s GPU: `torch.load(f, map_location="cuda")`; `load_state_dict`'
+        " copies the values into the module's own parameters either way.",
+        severity="info",
+        # `.cuda()` puts the module on the current GPU: "cuda" is that GPU
+        fix=fix_of('Load onto `"cuda"`', [edit], "unsafe"),
+    )
+
+
+def _always_on_cuda(ctx: Context, tree: ast.Module) -> bool:
+    """The code cannot run without a GPU: it says so (`cuda_only`), or it moves with `.cuda()`
+    and never chooses a device, read from the whole notebook around a cell when there is one."""
+    if ctx.project_cuda_only or declares_cuda_only(tree):
+        return True
+    if ctx.wider_document:
+        whole = _parsed(ctx.document)
+        return whole is not None and (declares_cuda_only(whole) or _runs_only_on_cuda(whole))
+    if isinstance(ctx.namespace, dict) and "device" in ctx.namespace:
+        return False  # a kernel that chose a device in an earlier cell
+    return _runs_only_on_cuda(tree)
+
+
+@lru_cache(maxsize=16)
+def _parsed(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(prepare(text).python)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+@per_node
+def _runs_only_on_cuda(module: ast.AST) -> bool:
+    """The code moves things with `.cuda()` and never chooses a device: no test of a CUDA flag
+    or of `torch.cuda.is_available()` (`if args.cuda:`, `x.cuda() if use_cuda else x`), no
+    `device` name or `torch.device(...)`, no `"cpu"` literal. It cannot run without a GPU, so a
+    checkpoint's device only matters across GPU indices."""
+    moves = False
+    for n in ast.walk(module):
+        if isinstance(n, (ast.If, ast.IfExp, ast.While)) and _names_cuda_flag(n.test):
+            return False
+        if isinstance(n, ast.Name) and "device" in n.id.lower():
+            return False
+        if isinstance(n, ast.Attribute) and "device" in n.attr.lower():
+            return False
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower() in _OTHER_DEVICES:
+            return False
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "cuda"
+            and not (isinstance(n.func.value, ast.Name) and n.func.value.id == "torch")
+        ):
+            moves = True
+    return moves
+
+
+_OTHER_DEVICES = frozenset({"cpu", "mps", "xpu", "meta"})
 
 
 _SAVED_NOTE = "TM203.saved"  # ctx.notes key: files the notebook's cells saved at their top level

@@ -9,7 +9,7 @@ from ...report import Fix
 from ..context import Context
 from ..fixes import fix_of
 from ..kinds import MODULE, TENSOR_KINDS
-from ..nodes import keyword
+from ..nodes import keyword, own_nodes
 from ..registry import check
 from ._common import unparse, unparse_operand
 from ._flow import module_node
@@ -236,10 +236,15 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
     if ctx.kind(obj) in TENSOR_KINDS and not (isinstance(obj, ast.Name) and _module_alias(ctx, obj, 0)):
         return
     if _is_module(ctx, obj):
+        name = unparse_operand(obj, 30)
+        hint = f"Save the weights: `torch.save({name}.state_dict(), f)`."
+        reload = _whole_reload(ctx, obj, call)
+        if reload is not None:
+            hint = f"{hint[:-1]}, and {_reload_advice(ctx, obj, reload)}"
         ctx.flag(
             call,
             f"`{unparse(call, 50)}` pickles the whole module, tied to its class path.",
-            f"Save the weights: `torch.save({unparse_operand(obj, 30)}.state_dict(), f)`.",
+            hint,
             fix=_state_dict_fix(ctx, obj, call),
         )
         return
@@ -258,6 +263,56 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
                 fix=_state_dict_fix(ctx, v, call, key=k if is_dict else None),
             )
             return
+
+
+def _whole_reload(ctx: Context, obj: ast.AST, save: ast.Call) -> ast.Assign | None:
+    """The first `x = torch.load(...)` of this source that loads the saved module back whole:
+    into the same name (`model = torch.load(f)`), or from the same file expression
+    (`restored = torch.load("model.pt")` after `torch.save(model, "model.pt")`)."""
+    tree = module_node(ctx)
+    if tree is None:
+        return None
+    saved = obj.id if isinstance(obj, ast.Name) else None
+    target = keyword(save, "f") or (save.args[1] if len(save.args) > 1 else None)
+    dest = unparse(target) if target is not None else None
+    found = []
+    for n in ast.walk(tree):
+        if not (
+            isinstance(n, ast.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name)
+            and isinstance(n.value, ast.Call)
+            and ctx.qualname(n.value.func) == "torch.load"
+        ):
+            continue
+        source = keyword(n.value, "f") or (n.value.args[0] if n.value.args else None)
+        if n.targets[0].id == saved or (dest is not None and source is not None and unparse(source) == dest):
+            found.append(n)
+    return min(found, key=lambda n: n.lineno) if found else None
+
+
+def _reload_advice(ctx: Context, obj: ast.AST, reload: ast.Assign) -> str:
+    """How the code's own reload of the whole module changes with the save: the module is
+    still there when it is reloaded into the same name in the same scope (`model =
+    torch.load(f)` after training `model`); elsewhere it is built from its class first."""
+    target = reload.targets[0].id  # type: ignore[attr-defined]
+    scope = ctx.frame.node if ctx.frame.node is not None else module_node(ctx)
+    same = (
+        isinstance(obj, ast.Name)
+        and obj.id == target
+        and scope is not None
+        and any(n is reload for n in own_nodes(scope))
+    )
+    into = (
+        f"load them into the model: `{target}.load_state_dict({unparse(reload.value, 40)})`"
+        if same
+        else f"build `{target}` from its class and load them into it:"
+        f" `{target}.load_state_dict({unparse(reload.value, 40)})`"
+    )
+    return (
+        f"change the reload on line {reload.lineno} (`{unparse(reload, 40)}`) to {into}; saving the"
+        " weights alone would break that reload."
+    )
 
 
 def _state_dict_fix(ctx: Context, module: ast.AST, call: ast.Call, key: str | None = None) -> Fix | None:

@@ -165,13 +165,7 @@ def _small_int(ctx: Context, node: ast.AST) -> bool:
         return isinstance(node.value, int) and node.value <= MAX_SHORT_LOOP
     func = ctx.frame.node
     if isinstance(node, ast.Name) and isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        args = func.args
-        positional = [*args.posonlyargs, *args.args]
-        defaults = dict(
-            zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults)
-        )
-        defaults |= {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
-        default = defaults.get(node.id)
+        default = _parameter_default(func, node.id)
         return default is not None and _small_int(ctx, default) and not isinstance(default, ast.Name)
     return False
 
@@ -188,6 +182,9 @@ def _few_iterations(ctx: Context, loop: ast.AST) -> bool:
             return True
     if it is not None and _short_literal(ctx, it):
         return True
+    if isinstance(it, ast.Call) and terminal_name(it.func) == "zip" and it.args:
+        if any(_short_literal(ctx, a) for a in it.args):
+            return True  # `zip(self.bin_lowers, self.bin_uppers)`: as long as the shortest
     if (
         isinstance(it, ast.Call)
         and terminal_name(it.func) in ("range", "enumerate")
@@ -227,9 +224,17 @@ def _short_literal(
             and not isinstance(found[0], ast.Name)
             and _short_literal(ctx, found[0], depth + 1, found[1], wrappers)
         )
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+        return _short_literal(ctx, node.value, depth + 1, scope, wrappers)  # a slice is no longer
+    if isinstance(node, ast.Attribute):
+        stored = _self_attribute(ctx, node)
+        return stored is not None and _short_literal(ctx, stored[0], depth + 1, stored[1], wrappers)
     if not isinstance(node, ast.Call):
         return False
     f = node.func
+    if (ctx.qualname(f) or "") in _RANGES:
+        count = _range_count(ctx, node, scope)
+        return count is not None and count <= MAX_SHORT_LOOP
     if isinstance(f, ast.Attribute) and f.attr in ("to", "cuda", "cpu", "long", "float", "int"):
         return _short_literal(ctx, f.value, depth + 1, scope, wrappers)
     if not node.args:
@@ -243,6 +248,79 @@ def _short_literal(
         return False  # a loader's or dataset's length is its own (`_short_data` reads it)
     # a wrapper around such a tensor (`cuda_variable(torch.LongTensor([1, 2, 3]))`)
     return wrappers and isinstance(first, ast.Call) and _short_literal(ctx, first, depth + 1, scope, wrappers)
+
+
+_RANGES = frozenset({"torch.linspace", "torch.logspace", "torch.arange"})
+
+
+def _range_count(ctx: Context, call: ast.Call, scope: ast.AST | None) -> int | None:
+    """How many values `torch.linspace(0, 1, n_bins + 1)` or `torch.arange(a, b)` holds, when
+    its bounds are small numbers written in the source (a parameter's default counts, as for
+    `range(n)`); None when unknown."""
+    name = terminal_name(call.func)
+    if name in ("linspace", "logspace"):
+        steps = keyword(call, "steps") or (call.args[2] if len(call.args) > 2 else None)
+        return _int_value(ctx, steps, scope, 0) if steps is not None else None
+    args = [_int_value(ctx, a, scope, 0) for a in call.args]
+    if not args or len(args) > 3 or keyword(call, "end") is not None:
+        return None
+    known = [a for a in args if a is not None]
+    if len(known) != len(args):
+        return None
+    start, end, step = (
+        (0, known[0], 1) if len(known) == 1 else (known[0], known[1], known[2] if len(known) == 3 else 1)
+    )
+    return max(0, -(-(end - start) // step)) if step > 0 else None
+
+
+def _int_value(ctx: Context, node: ast.AST, scope: ast.AST | None, depth: int) -> int | None:
+    """The value of a small integer expression: a literal, `n + 1`, or a name bound once to
+    one, or a parameter of the function (`scope`, else the one being walked) with such a
+    default."""
+    if depth > 4:
+        return None
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, int) and not isinstance(node.value, bool) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        left, right = (
+            _int_value(ctx, node.left, scope, depth + 1),
+            _int_value(ctx, node.right, scope, depth + 1),
+        )
+        if left is None or right is None:
+            return None
+        return (
+            left + right
+            if isinstance(node.op, ast.Add)
+            else left - right
+            if isinstance(node.op, ast.Sub)
+            else left * right
+        )
+    if not isinstance(node, ast.Name):
+        return None
+    func = scope if scope is not None else ctx.frame.node
+    if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        default = _parameter_default(func, node.id)
+        if default is not None:
+            return _int_value(ctx, default, None, depth + 1) if isinstance(default, ast.Constant) else None
+    found = _value(ctx, node, scope)
+    return _int_value(ctx, found[0], found[1], depth + 1) if found is not None and found[1] is scope else None
+
+
+def _parameter_default(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast.AST | None:
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults))
+    defaults |= {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
+    return defaults.get(name)
+
+
+def _self_attribute(ctx: Context, node: ast.Attribute) -> tuple[ast.AST, ast.AST] | None:
+    """What `self.bins` holds, in a method of a class of this source that stores into `.bins`
+    once (`self.bins = ...` in `__init__`): that value, and the method to read its names in."""
+    cls = ctx.cls
+    if cls is None or not ctx.stack or not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+        return None
+    return accelerator.attribute_store(ctx.stack[0], cls.node, node.attr)
 
 
 def _builds_data(ctx: Context, call: ast.Call) -> bool:
@@ -616,7 +694,25 @@ def _host_needs_it(ctx: Context, call: ast.Call) -> bool:
     loop = ctx.loops[-1].node
     if isinstance(holder, ast.Assign) and _names_something_in(ctx, loop, name):
         return True
+    if isinstance(holder, ast.Assign) and _iterated_in(loop, name):
+        return True
     return _fed_back(ctx, loop, name, appended=not isinstance(holder, ast.Assign))
+
+
+def _iterated_in(loop: ast.AST, name: str) -> bool:
+    """A loop inside `loop` goes round the host value (`labels = dets[:, -1].cpu().unique()`
+    then `for c in labels:`, also through `enumerate`/`zip`): how many times it runs is known
+    only on the host, so the value has to come over; keeping it on the device is no option."""
+    for sub in ast.walk(loop):
+        if sub is loop or not isinstance(sub, (ast.For, ast.AsyncFor)):
+            continue
+        it = sub.iter
+        sources = (
+            it.args if isinstance(it, ast.Call) and terminal_name(it.func) in ("enumerate", "zip") else [it]
+        )
+        if any(isinstance(a, ast.Name) and a.id == name for a in sources):
+            return True
+    return False
 
 
 # the literal text of a file name: no spaces, and an extension at the end or a path separator
@@ -1074,11 +1170,20 @@ def _tensors_in(ctx: Context, test: ast.AST) -> list[ast.AST]:
     return [p for p in parts if ctx.is_tensor(p)]
 
 
+def _runs_once(ctx: Context, node: ast.AST) -> bool:
+    """A condition at the top level of a script or cell, in no loop and no function (which
+    may be called again and again): it waits once per run, to decide on a result the host
+    needs; a `while` tests again on each of its own iterations."""
+    return not isinstance(node, ast.While) and not ctx.in_loop and ctx.frame.node is None
+
+
 @check("TM302", nodes=(ast.If, ast.While, ast.Assert, ast.IfExp))
 def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: Context) -> None:
     test = node.test
     if not ctx.is_tensor(test):
         return
+    if _runs_once(ctx, node):
+        return  # `if argmax == 1: print("positive")` at the top level: one wait, for a result
     if ctx.in_loop and ctx.loops[-1].inner_loop_seen and not isinstance(node, ast.While):
         # after the inner batch loop (`if approx_kl > target_kl: break` once per update epoch):
         # one wait per pass over the data, for a decision only the host can take (a `while`
