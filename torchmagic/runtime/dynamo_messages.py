@@ -116,24 +116,50 @@ def _skipped_callable(explanation: str) -> str | None:
     return None
 
 
+_CAUSES = {
+    "item": "Dynamo cannot put `Tensor.item()` (a Python number read from a tensor) in a graph",
+    "print": "Dynamo cannot put `print(...)` in a graph and runs it as Python between two graphs",
+    "branch": "an `if` on a tensor's value is data-dependent control flow, which Dynamo cannot trace",
+    "dynamic-shape": "the operation's output shape depends on the tensor's values",
+    "explicit": "`torch._dynamo.graph_break()` asks for a break here",
+    "logging": "Dynamo does not trace calls to a `logging` logger",
+    "tolist": "Dynamo cannot trace `.tolist()` on this tensor",
+    "backward": "Dynamo does not trace `.backward()` inside a compiled function",
+}
+
+_FIXES = {
+    "item": (
+        "Keep the value a tensor inside the compiled code and call `.item()` after the call returns, "
+        "or set `torch._dynamo.config.capture_scalar_outputs = True`."
+    ),
+    "print": (
+        "Move the `print` out of the compiled function (return the value and print it after the call), "
+        "or skip it while compiled: `if not torch.compiler.is_compiling(): print(...)`."
+    ),
+    "branch": (
+        "Compute both branches and pick elementwise with `torch.where(cond, a, b)`, "
+        "or use `torch.cond(pred, true_fn, false_fn, (x,))`."
+    ),
+    "dynamic-shape": (
+        "Use a fixed-shape form (a mask with `torch.where`), or set "
+        "`torch._dynamo.config.capture_dynamic_output_shape_ops = True`."
+    ),
+    "backward": (
+        "Compile the forward pass and the loss only, and call `loss.backward()` and the optimizer step "
+        "after the compiled call returns: the backward pass of compiled code is compiled too (AOTAutograd)."
+    ),
+    "logging": "Log outside the compiled function, or add the method to `torch._dynamo.config.ignore_logging_functions`.",
+    "skipped": (
+        "Move the call out of the compiled function; if it is a logging call, add it to "
+        "`torch._dynamo.config.reorderable_logging_functions`."
+    ),
+}
+
+
 def break_cause(gb: GraphBreak) -> str:
     """What Dynamo could not put in the graph, as a sentence fragment."""
-    if gb.kind == "item":
-        return "Dynamo cannot put `Tensor.item()` (a Python number read from a tensor) in a graph"
-    if gb.kind == "print":
-        return "Dynamo cannot put `print(...)` in a graph and runs it as Python between two graphs"
-    if gb.kind == "branch":
-        return "an `if` on a tensor's value is data-dependent control flow, which Dynamo cannot trace"
-    if gb.kind == "dynamic-shape":
-        return "the operation's output shape depends on the tensor's values"
-    if gb.kind == "explicit":
-        return "`torch._dynamo.graph_break()` asks for a break here"
-    if gb.kind == "logging":
-        return "Dynamo does not trace calls to a `logging` logger"
-    if gb.kind == "tolist":
-        return "Dynamo cannot trace `.tolist()` on this tensor"
-    if gb.kind == "backward":
-        return "Dynamo does not trace `.backward()` inside a compiled function"
+    if gb.kind in _CAUSES:
+        return _CAUSES[gb.kind]
     if gb.kind == "skipped":
         name = _skipped_callable(gb.explanation)
         what = f"`{name}`" if name else "a function Dynamo does not trace"
@@ -146,38 +172,8 @@ def break_cause(gb: GraphBreak) -> str:
 
 def break_fix(gb: GraphBreak) -> str:
     """The fix, where one is clear; otherwise Dynamo's own first hint."""
-    if gb.kind == "item":
-        return (
-            "Keep the value a tensor inside the compiled code and call `.item()` after the call returns, "
-            "or set `torch._dynamo.config.capture_scalar_outputs = True`."
-        )
-    if gb.kind == "print":
-        return (
-            "Move the `print` out of the compiled function (return the value and print it after the call), "
-            "or skip it while compiled: `if not torch.compiler.is_compiling(): print(...)`."
-        )
-    if gb.kind == "branch":
-        return (
-            "Compute both branches and pick elementwise with `torch.where(cond, a, b)`, "
-            "or use `torch.cond(pred, true_fn, false_fn, (x,))`."
-        )
-    if gb.kind == "dynamic-shape":
-        return (
-            "Use a fixed-shape form (a mask with `torch.where`), or set "
-            "`torch._dynamo.config.capture_dynamic_output_shape_ops = True`."
-        )
-    if gb.kind == "backward":
-        return (
-            "Compile the forward pass and the loss only, and call `loss.backward()` and the optimizer step "
-            "after the compiled call returns: the backward pass of compiled code is compiled too (AOTAutograd)."
-        )
-    if gb.kind == "logging":
-        return "Log outside the compiled function, or add the method to `torch._dynamo.config.ignore_logging_functions`."
-    if gb.kind == "skipped":
-        return (
-            "Move the call out of the compiled function; if it is a logging call, add it to "
-            "`torch._dynamo.config.reorderable_logging_functions`."
-        )
+    if gb.kind in _FIXES:
+        return _FIXES[gb.kind]
     for hint in gb.hints:
         if "file an issue" not in hint.lower() and "report an issue" not in hint.lower():
             return first_sentence(hint, 200)
