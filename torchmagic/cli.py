@@ -193,15 +193,20 @@ def _fix(
     return fixes, problems
 
 
-def _read_text(path: str) -> str:
-    """The file's text as it is, a byte-order mark included (written back as it was read)."""
+def _read_bytes(path: str) -> bytes:
+    """A regular file's bytes (reading a FIFO that happens to end in .py would block)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise InputError("not a regular file")
         with open(path, "rb") as fh:
-            raw = fh.read()
+            return fh.read()
     except OSError as e:
         raise InputError(f"cannot read file ({e.strerror or e})") from None
+
+
+def _read_text(path: str) -> str:
+    """The file's text as it is, a byte-order mark included (written back as it was read)."""
+    raw = _read_bytes(path)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -381,13 +386,7 @@ def lint_file(path: str, select: list[str] | None = None, ignore: list[str] | No
 
 
 def read_units(path: str) -> Iterator[Unit]:
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise InputError("not a regular file")
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as e:
-        raise InputError(f"cannot read file ({e.strerror or e})") from None
+    raw = _read_bytes(path)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
