@@ -243,6 +243,23 @@ _COPY_SET = frozenset(f for f, _ in _COPY)
 # --- attribution --------------------------------------------------------------------------
 
 
+Saved = list[tuple[Any, str, Any, bool]]  # (owner, attribute, original, the owner's own)
+
+
+def _restore(saved: Saved) -> None:
+    """Put back what a wrapper replaced, last first: the owner's own attribute, or, where the
+    owner only inherited it (a method of `TensorBase` seen through `Tensor`), remove the override
+    so the inherited one shows again."""
+    for owner, attr, original, own in reversed(saved):
+        try:
+            if own:
+                setattr(owner, attr, original)
+            else:
+                delattr(owner, attr)
+        except Exception:
+            pass
+
+
 class SyncLedger:
     """Charges timed syncs to cell lines (the innermost frame in the cell's code)."""
 
@@ -306,7 +323,7 @@ class ExplicitSyncs:
         self.ledger = ledger
         self.targets = targets
         # (owner, attribute, original, whether the owner itself defined it)
-        self._saved: list[tuple[Any, str, Any, bool]] = []
+        self._saved: Saved = []
 
     def install(self, module_functions: bool = True) -> None:
         for owner_path, attr, label in self.targets:
@@ -324,14 +341,7 @@ class ExplicitSyncs:
 
     def uninstall(self) -> None:
         saved, self._saved = self._saved, []
-        for owner, attr, original, own in reversed(saved):
-            try:
-                if own:
-                    setattr(owner, attr, original)
-                else:
-                    delattr(owner, attr)  # it was inherited: remove our override
-            except Exception:
-                pass
+        _restore(saved)
 
     def _timed(self, original: Any, label: str) -> Any:
         ledger = self.ledger
@@ -367,7 +377,7 @@ class SyncWrappers:
         self.ledger = ledger
         self.timed = timed
         self.depth = 0  # > 0 while a timed call runs (on the ledger's thread)
-        self._saved: list[tuple[Any, str, Any, bool]] = []
+        self._saved: Saved = []
 
     def install(self, module_functions: bool = True) -> None:
         """`module_functions=False`: wrap the `Tensor` methods only (see the module docstring)."""
@@ -388,14 +398,7 @@ class SyncWrappers:
 
     def uninstall(self) -> None:
         saved, self._saved = self._saved, []
-        for owner, attr, original, own in reversed(saved):
-            try:
-                if own:
-                    setattr(owner, attr, original)
-                else:
-                    delattr(owner, attr)  # inherited from TensorBase: the C method shows again
-            except Exception:
-                pass
+        _restore(saved)
 
     def _timed(self, original: Any, key: Any, name: str) -> Any:
         ledger, timed, thread = self.ledger, self.timed, self.ledger.thread
