@@ -143,8 +143,13 @@ def _cuda_only_library(module: str) -> bool:
 
 
 @lru_cache(maxsize=16)
-def text_declares_cuda_only(text: str, *, library_only: bool = False) -> bool:
-    """`declares_cuda_only` of a whole document (a notebook around a cell, a project file)."""
+def text_declares_cuda_only(text: str) -> bool:
+    """`declares_cuda_only` of a whole document (a notebook around its cells, asked once per
+    cell: the answer is kept)."""
+    return _text_declares(text, library_only=False)
+
+
+def _text_declares(text: str, *, library_only: bool) -> bool:
     if not (_LIBRARY_MENTIONS if library_only else _MENTIONS).search(text):
         return False
     try:
@@ -202,6 +207,6 @@ def project_cuda_only(root: Path) -> str | None:
                 continue
             if not any(token in data for token in _LIBRARY_TOKENS):
                 continue  # the usual case, found at memory speed
-            if text_declares_cuda_only(data.decode("utf-8", errors="replace"), library_only=True):
+            if _text_declares(data.decode("utf-8", errors="replace"), library_only=True):
                 return str(file.relative_to(root))
     return None
