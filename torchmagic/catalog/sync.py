@@ -35,13 +35,17 @@ RULES = [
             """,
         not_flagged="""
             the same calls outside loops; `.item()` on an obvious Python number; reads already
-            guarded as the fix suggests (`if step % N == 0:`, a counter the block resets,
+            guarded as the fix suggests (`if step % N == 0:`, also through a name bound to that test earlier in
+            the loop, `reg = step % N == 0` then `if reg:`; a counter the block resets,
             `if step % N: continue`) or run on one iteration (`if i == 0:`, `len(shown) < 5`);
             reads after the inner batch loop (once per epoch) and in an epoch loop's own body;
             a guard around a loop that is part of one step (`if step % N == 0:` then
-            `for name, p in model.named_parameters(): writer.add_histogram(name, p.cpu()...)`);
+            `for name, p in model.named_parameters(): writer.add_histogram(name, p.cpu()...)`, or a
+            loop over lists the source builds itself, `for ref in kept:` with `kept = []` filled by
+            `.append`: results kept in memory, not a pass over a loader);
             loops that run a handful of times (`range(4)`, a short list, a loop that stops on a
-            count, a DataLoader over a handful of rows written out in the source: a
+            count (also a command-line option's small default: `if i == args.n_samples - 1: break`
+            with `add_argument("--n_samples", type=int, default=8)`), a DataLoader over a handful of rows written out in the source: a
             `TensorDataset` or a Dataset class whose `__len__` counts a constructor argument
             such as `torch.tensor([[...], ...])`, also when a function of this source returns
             the loader, `train_loader, _ = prepare_dataset()`); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
@@ -50,12 +54,16 @@ RULES = [
             moved, a function's argument that it combines with a CPU tensor of one dimension or
             more, `torch.max(boxes[:, :2], crop[:2])` with `crop = torch.FloatTensor([...])`,
             since mixing devices raises, and what a helper of this source that moves nothing and
-            reads no global data returns from CPU tensors); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
+            reads no global data returns from CPU tensors, a parameter that every call of its
+            function in this source is given from the host: `lengths.cpu()` or a value computed
+            from it by tensor methods, arithmetic or a method of the caller's class, for a module's
+            `forward` called through the one name or `self.` attribute holding the module, or a
+            function called by name and never passed around); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
             `x.numpy() if not on_gpu else ...`, where the other branch is flagged); a value the
             host needs to go on: `env.step(a.item())` or `env.step(a.cpu().numpy())` (also through
             a name, `actions = q.argmax(1).cpu().numpy(); env.step(actions)`), an index, a greedy
             token fed back as the next input (`tok = logits.argmax(-1).item()` with
-            `torch.tensor([tok])` or `torch.tensor([ids[-1]])` in the loop), except when the loop
+            `torch.tensor([tok])`, `x.new([tok])` or `torch.tensor([ids[-1]])` in the loop), except when the loop
             walks a tensor's elements (`[vocab[i.item()] for i in ids]`: one `.tolist()` would do);
             an id the host files results under (`{t["image_id"].item(): out for ...}`,
             `f"{idx.item():06d}.png"`, also through a name: a key of a dict display or
@@ -77,7 +85,9 @@ RULES = [
             a second read of a tensor already read earlier in the same iteration; a read right
             after another read of a GPU value, of a tensor that already exists and with nothing
             computed in between (`total += loss.item()` then `correct += acc.item()`: the queue
-            is already drained, the first read is the finding; a tensor computed after the first
+            is already drained, the first read is the finding; statements on host values only,
+            such as a progress bar's `bar.set_description("loss %.3f" % (total / n))`, may stand
+            between them; a tensor computed after the first
             read, or a read that computes, such as `z.norm().item()`, is still flagged); the same
             read in the `else` of an `if`/`else` whose first branch was reported (one of them runs
             per iteration); `.numpy()` on

@@ -12,7 +12,8 @@ over CPU tensors waits for nothing. Two questions:
   after the cell, so the cell's own names hold their last values); the source answers for
   values that were `.cpu()`-ed, `.numpy()`-ed or built by a factory without a device, for a
   function's argument that it combines with a CPU tensor literal (mixing devices raises), and
-  for what a helper of this source that moves nothing returns from CPU arguments.
+  for what a helper of this source that moves nothing returns from CPU arguments, and for a
+  parameter that every call of its function (or module) in this source passes from the host.
 """
 
 from __future__ import annotations
@@ -271,7 +272,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             if origin is None:
                 origin = ctx.loop_source(n.id)
             if origin is None:
-                return CPU if _mixed_with_host_rows(ctx, n) else None
+                return CPU if _mixed_with_host_rows(ctx, n) or _host_argument(ctx, n) else None
             n = origin
             continue
         return None
@@ -680,4 +681,286 @@ def _moves_to_host(node: ast.AST) -> bool:
     return any(
         isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "cpu"
         for sub in ast.walk(node)
+    )
+
+
+# ---- an argument every caller passes from the host ----------------------------------------------
+#
+# `lengths = lengths.cpu().int(); out = self.get_seq_lens(lengths); self.conv(x, out)`: when every
+# call of a module's `forward` (or of a function) in this source passes a value the source copied
+# to the host, the parameter holds a CPU tensor, whatever the function does with other tensors.
+
+_FuncDef = (ast.FunctionDef, ast.AsyncFunctionDef)
+_MAX_CALLERS = 3
+
+
+def _host_argument(ctx: Context, node: ast.Name) -> bool:
+    """`lengths` in `MaskConv.forward(self, x, lengths)`, a parameter the function never rebinds,
+    where each call of it in this source (at least one; the module built once as `self.conv =
+    MaskConv(...)` and called as `self.conv(x, out)`, or a function called by name) passes a
+    value copied to the host: `.cpu()`-ed, or computed from one by tensor methods, arithmetic
+    or a method of this source that returns such a value."""
+    func = ctx.frame.node
+    if not isinstance(func, _FuncDef) or not ctx.stack:
+        return False
+    if not (func.lineno <= getattr(node, "lineno", 0) <= (func.end_lineno or 0)):
+        return False
+    return _param_from_host(ctx, ctx.stack[0], func, node.id, 0)
+
+
+def _param_from_host(ctx: Context, tree: ast.AST, func: ast.AST, name: str, depth: int) -> bool:
+    if depth > _MAX_CALLERS or not isinstance(func, _FuncDef):
+        return False
+    if any(
+        isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in own_nodes(func)
+    ):
+        return False
+    positional = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
+    if name not in positional:
+        return False
+    sites = _call_sites(ctx, tree, func)
+    if not sites:
+        return False
+    parents = _parents(tree)
+    index = positional.index(name) - (1 if _enclosing(parents, func, ast.ClassDef) is not None else 0)
+    for call in sites:
+        if any(isinstance(a, ast.Starred) for a in call.args) or has_kwargs_splat(call):
+            return False
+        arg = call.args[index] if 0 <= index < len(call.args) else keyword(call, name)
+        caller = _enclosing(parents, call, _FuncDef)
+        if arg is None or caller is None or not _from_host(ctx, tree, arg, caller, {}, set(), depth + 1):
+            return False
+    return True
+
+
+@per_node
+def _parents(tree: ast.AST) -> dict[int, ast.AST]:
+    return {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+
+
+def _enclosing(parents: dict[int, ast.AST], node: ast.AST, kind: Any) -> Any:
+    """The nearest enclosing node of `kind` (stopping at another function or class)."""
+    up = parents.get(id(node))
+    while up is not None:
+        if isinstance(up, kind):
+            return up
+        if isinstance(up, (*_FuncDef, ast.ClassDef, ast.Lambda)):
+            return None
+        up = parents.get(id(up))
+    return None
+
+
+def _call_sites(ctx: Context, tree: ast.AST, func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
+    """Every call of `func` in `tree`, when they can all be seen: a module-level function whose
+    name is only ever called, or the `forward` of a class whose instances are only built into a
+    name or `self.<attr>` and then only called (or asked for another method); empty otherwise."""
+    parents = _parents(tree)
+    cls = _enclosing(parents, func, ast.ClassDef)
+    if cls is None:
+        if not any(s is func for s in getattr(tree, "body", [])):
+            return []
+        return _only_called(tree, parents, lambda n: isinstance(n, ast.Name) and n.id == func.name)
+    if func.name != "forward" or not any(s is cls for s in getattr(tree, "body", [])):
+        return []
+    holders: list[ast.AST] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id == cls.name for b in n.bases):
+            return []  # a subclass inherits `forward`: its calls would count too
+        if not (isinstance(n, ast.Name) and n.id == cls.name and isinstance(n.ctx, ast.Load)):
+            continue
+        call, stmt = parents.get(id(n)), None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "super":
+            continue  # `super(MaskConv, self).__init__()`
+        if isinstance(call, ast.Call) and call.func is n:
+            stmt = parents.get(id(call))
+        if not (isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1):
+            return []  # the class passed around, or an instance not kept under one name
+        holders.append(stmt.targets[0])
+    sites: list[ast.Call] = []
+    for target in holders:
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+        ):
+            found = _attribute_calls(ctx, tree, parents, target)
+        elif isinstance(target, ast.Name):
+            scope = _enclosing(parents, target, _FuncDef) or tree
+            if (
+                sum(
+                    isinstance(n, ast.Name) and n.id == target.id and not isinstance(n.ctx, ast.Load)
+                    for n in own_nodes(scope)
+                )
+                != 1
+            ):
+                return []
+            found = _only_called(scope, parents, lambda n, a=target.id: isinstance(n, ast.Name) and n.id == a)
+        else:
+            return []
+        if found is None:
+            return []
+        sites.extend(found)
+    return sites
+
+
+def _own_stores(cls: ast.ClassDef, attr: str) -> int:
+    """How many times the methods of `cls` store into `self.<attr>`."""
+    return sum(
+        isinstance(n, ast.Attribute)
+        and n.attr == attr
+        and not isinstance(n.ctx, ast.Load)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+        for n in ast.walk(cls)
+    )
+
+
+def _attribute_calls(
+    ctx: Context, tree: ast.AST, parents: dict[int, ast.AST], target: ast.Attribute
+) -> list[ast.Call] | None:
+    """The calls of `self.<attr>`, stored once in its class as the instance: the reads of
+    `.<attr>` anywhere, except `self.<attr>` in another class that stores its own and a
+    module path (`nn.modules.conv.Conv2d`)."""
+    attr = target.attr
+    holder = _enclosing(parents, _enclosing(parents, target, _FuncDef) or target, ast.ClassDef)
+    if holder is None or _own_stores(holder, attr) != 1:
+        return None
+
+    def matches(n: ast.AST) -> bool:
+        if not (isinstance(n, ast.Attribute) and n.attr == attr):
+            return False
+        root = n.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in ctx.imports:
+            return False
+        if isinstance(n.value, ast.Name) and n.value.id == "self":
+            method = _enclosing(parents, n, _FuncDef)
+            cls = _enclosing(parents, method, ast.ClassDef) if method is not None else None
+            if cls is not None and cls is not holder and _own_stores(cls, attr):
+                return False  # another class's own attribute of that name
+        return True
+
+    return _only_called(tree, parents, matches)
+
+
+def _only_called(scope: ast.AST, parents: dict[int, ast.AST], matches: Any) -> list[ast.Call] | None:
+    """The calls of the reads in `scope` that `matches` picks, when each such read is called
+    (`f(x)`, `self.conv(x)`) or only asked for a method other than a call (`self.conv.modules()`);
+    None when one is passed anywhere else, where it could be called unseen."""
+    calls: list[ast.Call] = []
+    for n in ast.walk(scope):
+        if not matches(n) or not isinstance(getattr(n, "ctx", None), ast.Load):
+            continue
+        up = parents.get(id(n))
+        if isinstance(up, ast.Call) and up.func is n:
+            calls.append(up)
+        elif not (isinstance(up, ast.Attribute) and up.attr not in ("forward", "__call__", "_call_impl")):
+            return None
+        elif not (isinstance(parents.get(id(up)), ast.Call) and parents[id(up)].func is up):
+            return None
+    return calls
+
+
+def _from_host(
+    ctx: Context,
+    tree: ast.AST,
+    node: ast.AST,
+    scope: ast.AST,
+    env: dict[str, bool],
+    seen: set[str],
+    depth: int,
+) -> bool:
+    """`node`, read in function `scope`, is a tensor the source copied to the host: `x.cpu()`
+    (or `.numpy()`), a same-device method or slice of one, arithmetic with one, a name whose
+    every binding in `scope` is one, or what a method of this source returns from such
+    arguments. `env`: parameters of `scope` known to be such values; `seen`: names being
+    decided (a name updated from itself, `n = (n + 2) // 2`, is what its other bindings are)."""
+    if depth > 8:
+        return False
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        f = node.func
+        if f.attr in ("cpu", "numpy") and not node.args:
+            return True
+        if f.attr in _SAME_DEVICE:
+            return _from_host(ctx, tree, f.value, scope, env, seen, depth)
+        return _method_returns_host(ctx, tree, node, scope, env, seen, depth)
+    if isinstance(node, ast.Subscript) or (isinstance(node, ast.Attribute) and node.attr in ("data", "T")):
+        return _from_host(ctx, tree, node.value, scope, env, seen, depth)
+    if isinstance(node, ast.BinOp):
+        # a 1-dim or larger CPU operand keeps the result on the CPU (mixing devices raises)
+        return any(_from_host(ctx, tree, s, scope, env, seen, depth) for s in (node.left, node.right))
+    if not isinstance(node, ast.Name):
+        return False
+    if node.id in seen:
+        return True
+    values = _bindings_before(scope, node)
+    if values is None:
+        return env.get(node.id, False) or _param_from_host(ctx, tree, scope, node.id, depth)
+    # the first value is what the name's earlier value became (`lengths = lengths.cpu()`); the
+    # later ones may update it from itself, which is decided by the others
+    inner = seen | {node.id}
+    return bool(values) and all(
+        _from_host(ctx, tree, v, scope, env, seen if i == 0 else inner, depth + 1)
+        for i, v in enumerate(values)
+    )
+
+
+def _bindings_before(scope: ast.AST, node: ast.Name) -> list[ast.AST] | None:
+    """The values `node` may hold where it is read: every plain assignment of it in `scope` from
+    the last one at the top of the function body before the read on; None when no such top-level
+    assignment comes first (a parameter's own value may reach the read); empty when it is bound
+    in another way too (a loop target, `+=`, a `with`), which this does not follow."""
+    body = getattr(scope, "body", [])
+    line = getattr(node, "lineno", 0)
+    first = None
+    for stmt in body:
+        if stmt.lineno >= line:
+            break
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == node.id
+        ):
+            first = stmt.lineno
+    if first is None:
+        return None
+    values: list[ast.AST] = []
+    for n in own_nodes(scope):
+        if isinstance(n, ast.Name) and n.id == node.id and not isinstance(n.ctx, ast.Load):
+            stmt = next((p for p in own_nodes(scope) if isinstance(p, ast.Assign) and n in p.targets), None)
+            if stmt is None:
+                return []
+            if stmt.lineno >= first:
+                values.append(stmt)
+    return [stmt.value for stmt in sorted(values, key=lambda st: (st.lineno, st.col_offset))]
+
+
+def _method_returns_host(
+    ctx: Context,
+    tree: ast.AST,
+    call: ast.Call,
+    scope: ast.AST,
+    env: dict[str, bool],
+    seen: set[str],
+    depth: int,
+) -> bool:
+    """`self.get_seq_lens(lengths)` with a method of the caller's class whose every `return`
+    gives a host value, its parameters holding what this call passes."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"):
+        return False
+    cls = _enclosing(_parents(tree), scope, ast.ClassDef)
+    method = next((m for m in getattr(cls, "body", []) if isinstance(m, _FuncDef) and m.name == f.attr), None)
+    if method is None or method.decorator_list or has_kwargs_splat(call) or call.keywords:
+        return False
+    names = [a.arg for a in method.args.args[1:]]
+    if len(call.args) > len(names) or any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    inner = {n: _from_host(ctx, tree, a, scope, env, seen, depth + 1) for n, a in zip(names, call.args)}
+    returns = [n for n in own_nodes(method) if isinstance(n, ast.Return)]
+    return bool(returns) and all(
+        r.value is not None and _from_host(ctx, tree, r.value, method, inner, set(), depth + 1)
+        for r in returns
     )

@@ -96,6 +96,30 @@ def _is_bounded(test: ast.AST) -> bool:
     return isinstance(right, ast.Constant) and isinstance(right.value, int) and right.value <= 16
 
 
+def _walks_own_lists(ctx: Context, loop: ast.AST) -> bool:
+    """`for i, (voc, audio) in enumerate(zip(kept_voc, kept_audio))`, where each list is one the
+    source builds itself (`kept_voc = []` then `.append`): a loop over results kept in memory,
+    part of the step that goes over them, not a pass over a loader."""
+    it = getattr(loop, "iter", None)
+    while isinstance(it, ast.Call) and terminal_name(it.func) in ("enumerate", "reversed") and it.args:
+        it = it.args[0]
+    sources = it.args if isinstance(it, ast.Call) and terminal_name(it.func) == "zip" else [it]
+    return bool(sources) and all(
+        isinstance(a, ast.Name) and isinstance(ctx.origin(a), ast.List) for a in sources
+    )
+
+
+def _named_test(ctx: Context, test: ast.AST, loop: ast.AST | None) -> ast.AST:
+    """`if g_reg:` with `g_reg = i % N == 0` bound earlier in the same loop: the comparison
+    the name holds (a test given a name is the same test, evaluated on each iteration); any
+    other test as it is. A name bound before the loop holds one value for all iterations."""
+    if isinstance(test, ast.Name) and loop is not None:
+        origin = ctx.origin(test)
+        if isinstance(origin, ast.Compare) and loop.lineno <= origin.lineno <= (loop.end_lineno or 0):
+            return origin
+    return test
+
+
 def guard_kind(ctx: Context, node: ast.AST) -> str | None:
     """How often `node` runs in its innermost loop: on one iteration only (`if i == 0:`),
     every N steps (`if step % N == 0:`, a counter the block resets, or `if step % N: continue`
@@ -107,7 +131,7 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
     for i in range(len(stack) - 2, -1, -1):
         parent, child = stack[i], stack[i + 1]
         if parent is loop:
-            if depth > 0 and not is_step_loop(loop):
+            if depth > 0 and (not is_step_loop(loop) or _walks_own_lists(ctx, loop)):
                 # a loop over the model's parameters (or a dict's items) is part of one step: a
                 # guard around it (`if step % N == 0: for name, p in model.named_parameters():`)
                 # decides how often the whole loop runs
@@ -124,7 +148,7 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             continue
         if not in_body:
             continue
-        if _is_mod(parent.test):
+        if _is_mod(parent.test) or _is_mod(_named_test(ctx, parent.test, loop)):
             return PERIODIC
         if _is_once(parent.test, names) or _is_bounded(parent.test):
             return ONCE
@@ -197,7 +221,7 @@ def _few_iterations(ctx: Context, loop: ast.AST) -> bool:
         return True  # `for c in range(len(target))`, `target = torch.tensor([1, 2, 3]).to(device)`
     if it is not None and _few_batches(ctx, it):
         return True
-    return any(_stops_on_a_count(outer.node) for outer in ctx.loops)
+    return any(_stops_on_a_count(outer.node) or _stops_at_option(ctx, outer.node) for outer in ctx.loops)
 
 
 # constructors that build a tensor or array from the data they are given
@@ -540,6 +564,70 @@ def _stops_at_index(loop: ast.AST) -> bool:
     return False
 
 
+def _stops_at_option(ctx: Context, loop: ast.AST) -> bool:
+    """`if i == args.n_samples - 1: break` in the loop's own body, on its enumerate/range index,
+    where `--n_samples` is a command-line option of this source whose default is a small
+    number (up to 16, give or take one): the option's default counts as a parameter's does."""
+    index = _index_name(loop)
+    if index is None or not ctx.stack:
+        return False
+    defaults = _option_defaults(ctx.stack[0])
+    if not defaults:
+        return False
+    for stmt in getattr(loop, "body", None) or []:
+        if not (
+            isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], (ast.Break, ast.Return))
+        ):
+            continue
+        test = stmt.test
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Eq, ast.GtE, ast.Gt))
+            and isinstance(test.left, ast.Name)
+            and test.left.id == index
+        ):
+            bound = _option_value(test.comparators[0], defaults)
+            if bound is not None and bound <= MAX_SHORT_LOOP:
+                return True
+    return False
+
+
+def _option_value(node: ast.AST, defaults: dict[str, int]) -> int | None:
+    """`args.n_samples` (its default), `args.n_samples - 1`: a count read from an option."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        base, step = _option_value(node.left, defaults), node.right
+        if base is None or not (isinstance(step, ast.Constant) and type(step.value) is int):
+            return None
+        return base + step.value if isinstance(node.op, ast.Add) else base - step.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return defaults.get(node.attr)
+    return None
+
+
+@per_node
+def _option_defaults(tree: ast.AST) -> dict[str, int]:
+    """`parser.add_argument("--n_samples", type=int, default=8)` -> {"n_samples": 8}: the
+    integer defaults of the command-line options a source declares (an option declared twice
+    with different defaults is left out)."""
+    found: dict[str, set[int]] = {}
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and terminal_name(n.func) == "add_argument" and n.args):
+            continue
+        flags = [a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        long = next((f for f in flags if f.startswith("--")), None)
+        dest_kw, default = keyword(n, "dest"), keyword(n, "default")
+        if isinstance(dest_kw, ast.Constant) and isinstance(dest_kw.value, str):
+            dest = dest_kw.value
+        elif long is not None:
+            dest = long[2:].replace("-", "_")
+        else:
+            continue
+        value = default.value if isinstance(default, ast.Constant) and type(default.value) is int else None
+        found.setdefault(dest, set()).add(value)
+    return {k: v for k, vs in found.items() if len(vs) == 1 and (v := next(iter(vs))) is not None}
+
+
 @per_node
 def _stops_on_a_count(loop: ast.AST) -> bool:
     """The loop increments a counter and returns or breaks when it reaches a value, or breaks
@@ -642,7 +730,7 @@ def _fed_back(ctx: Context, loop: ast.AST, name: str, appended: bool) -> bool:
                 continue
             if terminal_name(sub.func) in _HOST_CONSUMERS:
                 return True
-            if ctx.qualname(sub.func) in _TO_TENSOR:
+            if _builds_tensor(ctx, sub.func):
                 direct = not is_list and any(isinstance(a, ast.Name) and a.id == current for a in args)
                 if direct or any(_one_value(n, current, is_list) for a in args for n in ast.walk(a)):
                     return True
@@ -657,6 +745,16 @@ def _fed_back(ctx: Context, loop: ast.AST, name: str, appended: bool) -> bool:
                 seen.add(holder.id)
                 names.append((holder.id, True))
     return False
+
+
+def _builds_tensor(ctx: Context, func: ast.AST) -> bool:
+    """`torch.tensor`, `torch.LongTensor`, ... or `x.new_tensor` / `x.data.new` on a tensor: a
+    constructor that brings host values back into a tensor (`x.new(...)` on the device of `x`)."""
+    if ctx.qualname(func) in _TO_TENSOR:
+        return True
+    return (
+        isinstance(func, ast.Attribute) and func.attr in ("new", "new_tensor") and ctx.is_tensor(func.value)
+    )
 
 
 def _one_value(node: ast.AST, name: str, is_list: bool) -> bool:
@@ -968,7 +1066,10 @@ def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, key
     real second wait."""
     if not before or not keys or not _launches_no_work(value):
         return False
-    last = before[-1]
+    k = len(before) - 1
+    while k > 0 and _host_statement(ctx, before[k]):
+        k -= 1  # `tbar.set_description(f"{total / (i + 1):.3f}")` in between: no GPU work
+    last = before[k]
     if not isinstance(last, (*_SIMPLE, ast.expr)):
         return False  # a block (`if`, `for`, `try`) may queue work after its own reads
     if (
@@ -980,8 +1081,42 @@ def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, key
     reads = _reads_in(ctx, last)
     if not any(accelerator.where(ctx, r) != accelerator.CPU for r in reads):
         return False
-    rebound = _rebinds(last)
-    return not any(k == b or k.startswith(b + ".") for k in keys for b in rebound)
+    rebound = set().union(*(_rebinds(n) for n in before[k:]))
+    return not any(key == b or key.startswith(b + ".") for key in keys for b in rebound)
+
+
+# builtins that compute on host values only
+_HOST_BUILTINS = frozenset({"len", "int", "float", "str", "round", "min", "max", "abs", "print"})
+
+
+def _host_statement(ctx: Context, stmt: ast.AST) -> bool:
+    """`tbar.set_description("loss: %.3f" % (total / (i + 1)))`, `avg = total / n`: a simple
+    statement that reads only host values (numbers, strings) and calls nothing but plain
+    builtins, string formatting and a progress bar's methods (`tqdm`): it queues no GPU work."""
+    if not isinstance(stmt, _SIMPLE):
+        return False
+    callees: set[int] = set()
+    for n in ast.walk(stmt):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Name) and f.id in _HOST_BUILTINS and not ctx.defined(f.id):
+            callees.add(id(f))
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Constant) and f.attr == "format":
+            callees.add(id(f))
+        elif (
+            isinstance(f, ast.Attribute)
+            and isinstance(f.value, ast.Name)
+            and (ctx.built_by(f.value) or "").split(".", 1)[0] == "tqdm"
+        ):
+            callees.update({id(f), id(f.value)})
+        else:
+            return False
+    return all(
+        ctx.kind(n) in _NOT_TENSOR
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in callees
+    )
 
 
 @check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"})
