@@ -33,7 +33,11 @@ RULES = [
             of `if not torch.cuda.is_available():`, the `else` of a branch that calls `.cpu()`): there everything is
             on the CPU (not the `else:` of a GPU count,
             `if torch.cuda.device_count() > 1:`, which may run on one GPU). The factory in the CUDA branch is still
-            flagged. The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
+            flagged. Host bookkeeping: a tensor that, with what torch functions of it alone compute
+            (`torch.unique_consecutive`, `cumsum`, constant indexing), is only read back as Python
+            values (`.tolist()`, `.item()`, `int()`, slice bounds, `if` tests against constants), never
+            meeting another tensor (`torch.tensor([c.shape[-1] for c in crops])` whose group ends slice
+            the list `crops`): on the CPU that is free, on the device each read would wait. The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
             for zeros/ones/empty/full/rand/randn/randint, `device=` for the rest (`arange`, `eye`,
             `linspace`, ...)
             """,
@@ -42,7 +46,9 @@ RULES = [
             Unsafe. Adds `device=x.device` to the factory call, where `x` is a tensor whose shape
             the call already reads (`torch.zeros(x.size(0), 4)`) or the forward's input when it is named
             like one. Unsafe because the tensor moves, which is the point, and code that relied on a CPU
-            tensor there changes. Not `x.new_zeros(...)`, which would also take `x`'s dtype. No fix for
+            tensor there changes. Not `x.new_zeros(...)`, which would also take `x`'s dtype. Never a name
+            only the call's own comprehension binds (`c` in `[c.shape[-1] for c in crops]`, out of scope
+            at `device=`), nor an input the call iterates as a sequence (`crops`). No fix for
             `torch.normal` or when no input tensor is in sight.
             """,
     ),
