@@ -48,7 +48,8 @@ RULES = [
             like one. Unsafe because the tensor moves, which is the point, and code that relied on a CPU
             tensor there changes. Not `x.new_zeros(...)`, which would also take `x`'s dtype. Never a name
             only the call's own comprehension binds (`c` in `[c.shape[-1] for c in crops]`, out of scope
-            at `device=`), nor an input the call iterates as a sequence (`crops`). No fix for
+            at `device=`), nor an input the call takes as its data (`crops` in that comprehension,
+            `torch.tensor(x)`), which may be a list. No fix for
             `torch.normal` or when no input tensor is in sight.
             """,
     ),

@@ -258,14 +258,16 @@ def _bound_inside(call: ast.Call) -> set[str]:
     return out
 
 
-def _iterated_inside(call: ast.Call) -> set[str]:
-    """Names the call's comprehensions iterate over (`x` in `[t.shape[0] for t in x]`): a
-    sequence of tensors, which has no `.device`."""
-    return {
-        sub.iter.id
+def _read_as_data(call: ast.Call) -> set[str]:
+    """Names the call reads other than through a shape read (`x` in `torch.tensor(x)`,
+    `[t.shape[-1] for t in x]`, `map(f, x)`): their values are the data, maybe a list or a
+    number, which has no `.device`."""
+    shape_reads = {
+        id(sub.value)
         for sub in ast.walk(call)
-        if isinstance(sub, ast.comprehension) and isinstance(sub.iter, ast.Name)
+        if isinstance(sub, ast.Attribute) and sub.attr in _TENSOR_READS
     }
+    return {sub.id for sub in ast.walk(call) if isinstance(sub, ast.Name) and id(sub) not in shape_reads}
 
 
 def _input_tensor(call: ast.Call, ctx: Context) -> str | None:
@@ -288,9 +290,9 @@ def _input_tensor(call: ast.Call, ctx: Context) -> str | None:
     args = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     if len(args) < 2 or args[0] != "self":
         return None
-    # the input itself, when named like a tensor (`batch` is as often a dict) and not iterated
-    # as a sequence by the call
-    return args[1] if args[1] in _INPUT_NAMES and args[1] not in _iterated_inside(call) else None
+    # the input itself, when named like a tensor (`batch` is as often a dict) and the call does
+    # not take it as its data (a list of tensors has no `.device`)
+    return args[1] if args[1] in _INPUT_NAMES and args[1] not in _read_as_data(call) else None
 
 
 _INPUT_NAMES = frozenset(
