@@ -232,7 +232,9 @@ RULES = [
             of a fresh float32 CPU tensor (`nn.Parameter(torch.randn(n)).type(torch.FloatTensor)`,
             `.float()`, `.to(torch.float32)`, in-place initialisers): PyTorch returns the Parameter
             itself; classes that move their own tensor state (the class or a base in the
-            same source defines `to`, `_apply` or `cuda`); host data: an attribute the class reads
+            same source defines `to`, `_apply` or `cuda`), also lazily: a method re-binds the attribute
+            to a tensor it is given (`self.alpha = self.alpha.type_as(x)`, `self.w = self.w.to(x.device)`;
+            not `.to(torch.float16)`, which follows no input); host data: an attribute the class reads
             only for Python values (`self.edges[i].item()`, `self.cuts.tolist()`, `float(...)`, or a loop
             such as `for lo, hi in zip(self.lows, self.highs)` whose elements are read only that way),
             as ECE bin edges are: as a buffer it would follow the model to the GPU and each read would

@@ -1581,6 +1581,52 @@ def _moves_own_state(ctx: Context) -> bool:
     )
 
 
+_RETYPES = frozenset({"type_as", "to"})
+
+
+def _follows_an_input(ctx: Context, attr: str) -> bool:
+    """A method other than `__init__` re-binds the attribute to a tensor it is given:
+    `self.alpha = self.alpha.type_as(x)`, `self.w = self.w.to(x.device)`. The class moves it
+    itself, lazily, as it moves its state in an overridden `to`."""
+    for cls in _class_nodes(ctx):
+        for fn in cls.body:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "__init__":
+                continue
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Assign) and _retypes_itself(ctx, n, attr):
+                    return True
+    return False
+
+
+def _retypes_itself(ctx: Context, node: ast.Assign, attr: str) -> bool:
+    """`self.<attr> = self.<attr>.type_as(x)` / `.to(x)` / `.to(x.device)`, with `x` a local name,
+    not `self` nor an import (`.to(torch.float16)` follows no input)."""
+    v = node.value
+    if not (
+        len(node.targets) == 1
+        and _self_attr_named(node.targets[0], attr)
+        and isinstance(v, ast.Call)
+        and isinstance(v.func, ast.Attribute)
+        and v.func.attr in _RETYPES
+        and _self_attr_named(v.func.value, attr)
+        and len(v.args) == 1
+    ):
+        return False
+    root = v.args[0]
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id != "self" and ctx.resolve_import(root.id) is None
+
+
+def _self_attr_named(node: ast.AST, attr: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attr
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
 def _on_callers_device(ctx: Context, value: ast.AST, placed: set[str]) -> bool:
     """The tensor is put on a device the caller gave the constructor (`.to(device)`,
     `.cuda(gpu)`, `device=device` with a parameter of `__init__`), or computed from attributes
@@ -1636,6 +1682,8 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
         state["placed"].add(target.attr)
     if target.attr in state["seen"] or read_only_for_python(_class_nodes(ctx), target.attr):
         return  # reported at its first assignment (`if cuda: ... else: ...`), or host data
+    if _follows_an_input(ctx, target.attr):
+        return  # `self.a = self.a.type_as(x)` in forward: the class moves it itself
     state["seen"].add(target.attr)
     hint = f'`self.register_buffer("{target.attr}", {unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.'
     if placed:
