@@ -405,9 +405,13 @@ def _unpacked_rank(ctx: Context, base: ast.AST) -> int | None:
 def _view_sizes(ctx: Context, call: ast.Call) -> list[ast.AST] | None:
     """The sizes `view(a, b)` or `view((a, b))` asks for, None when their number is not known."""
     args = call.args
+    if not args and len(call.keywords) == 1 and call.keywords[0].arg == "size":
+        args = [call.keywords[0].value]  # `view(size=(b, -1))`
+    elif call.keywords:
+        return None
     if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
         args = args[0].elts
-    if call.keywords or not args or any(isinstance(a, ast.Starred) for a in args):
+    if not args or any(isinstance(a, ast.Starred) for a in args):
         return None
     one = args[0]
     if len(args) == 1 and not (
