@@ -152,6 +152,22 @@ def test_TM101_hint_names_only_factories_pytorch_has() -> None:
             assert hasattr(torch, func), (name, func)
 
 
+def test_TM101_fix_never_names_a_variable_out_of_scope() -> None:
+    """The `device=` fix goes outside the call's comprehension: its variable is not bound there,
+    and the sequence it iterates has no `.device`."""
+    head = "import torch\nimport torch.nn as nn\nclass N(nn.Module):\n    def forward(self, x):\n"
+    inner = head + "        w = torch.tensor([t.shape[-1] for t in x])\n        return w * 2\n"
+    assert only(inner, "TM101").fix is None
+    mapped = head + "        w = torch.tensor(list(map(lambda t: t.shape[0], x)))\n        return w * 2\n"
+    assert only(mapped, "TM101").fix is None
+    lam = head + "        f = lambda t: torch.zeros(t.size(0))\n        return f(x)\n"
+    fix = only(lam, "TM101").fix  # inside the lambda, `t` is in scope
+    assert fix is not None and "device=t.device" in str(fix.to_dict())
+    plain = head + "        w = torch.zeros(x.size(0))\n        return w * 2\n"
+    fix = only(plain, "TM101").fix
+    assert fix is not None and "device=x.device" in str(fix.to_dict())
+
+
 def test_TM106_parameter_conversions_agree_with_pytorch() -> None:
     """Flagged exactly when the attribute really ends up a plain tensor (checked by building it)."""
     import numpy as np

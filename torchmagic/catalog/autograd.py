@@ -113,7 +113,9 @@ RULES = [
             `grad_fn` (parameters, tensors with a graph and tensors of unknown origin are still reported,
             and so are writes through `.data`, which a graph that saved the tensor would not notice);
             `.data` that reads no value: metadata (`x.data.device`, `.shape`, `.size()`),
-            factories (`x.data.new(...)`), type checks (`isinstance(x.data, ...)`), also through a name
+            factories (`x.data.new(...)`), type checks (`isinstance(x.data, ...)`), the argument a method
+            or factory takes only a dtype, device or shape from (`a.type_as(x.data)`, `a.to(x.data)`,
+            `a.expand_as(x.data)`, `torch.zeros_like(x.data)`), also through a name
             the function uses only that way (`w = next(self.parameters()).data` then `w.new(...)`); a function argument `m` with `m.weight.data` unless the function is applied to a
             module or checks the module class. Writes get the write fix (`nn.init.*_` or the same
             in-place call under `torch.no_grad()`, which computes the same values and makes autograd

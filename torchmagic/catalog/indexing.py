@@ -67,7 +67,11 @@ RULES = [
         evidence=("static",),
         what="""
             Flags `.view(...)` applied directly to the result of `.transpose()`, `.permute()`, `.t()`,
-            `.T` or `.mT`.
+            `.T` or `.mT` when the view must merge dimensions the transpose took out of memory order:
+            it asks for fewer sizes than the transposed tensor has runs of dimensions still in their
+            original order (`x.permute(0, 2, 3, 1).view(b, -1)`), or names the sizes in another order
+            or grouping than the transposed tensor has them (`b, c, t = x.shape` then
+            `x.transpose(1, 2).view(b, c, t)`).
             """,
         why="""
             A transposed tensor is not contiguous, so `.view` raises "view size is not compatible
@@ -75,7 +79,15 @@ RULES = [
             """,
         example="y = x.transpose(1, 2).view(b, -1)",
         fix="y = x.transpose(1, 2).reshape(b, -1)    # or .contiguous().view(b, -1)",
-        not_flagged="`.contiguous()` in between; `.view` on other results",
+        not_flagged="""
+            `.contiguous()` in between; `.view` on other results; a view that can keep every run of
+            dimensions still in original order whole, splitting or keeping them, which works on a
+            contiguous tensor (`x.permute(0, 2, 3, 1).view(b, h * w, c)`, `x.transpose(1, 2).view(b, t, c)`);
+            a leading `1` of the view at a dimension the permutation leaves in place is read as that
+            dimension's size, a batch of one (`grid.permute(0, 2, 3, 1).view(1, -1, dim)` works when the
+            batch is 1, which is what the `1` says); a view whose number of sizes is not known
+            (`view(shape)`, `view(*dims)`)
+            """,
         autofix="""
             Safe. `.view(...)` becomes `.reshape(...)` where the arguments can only be sizes
             (several of them, a tuple, or a size expression): wherever `view` succeeds, `reshape` returns

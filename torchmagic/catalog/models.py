@@ -33,7 +33,11 @@ RULES = [
             of `if not torch.cuda.is_available():`, the `else` of a branch that calls `.cpu()`): there everything is
             on the CPU (not the `else:` of a GPU count,
             `if torch.cuda.device_count() > 1:`, which may run on one GPU). The factory in the CUDA branch is still
-            flagged. The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
+            flagged. Host bookkeeping: a tensor that, with what torch functions of it alone compute
+            (`torch.unique_consecutive`, `cumsum`, constant indexing), is only read back as Python
+            values (`.tolist()`, `.item()`, `int()`, slice bounds, `if` tests against constants), never
+            meeting another tensor (`torch.tensor([c.shape[-1] for c in crops])` whose group ends slice
+            the list `crops`): on the CPU that is free, on the device each read would wait. The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
             for zeros/ones/empty/full/rand/randn/randint, `device=` for the rest (`arange`, `eye`,
             `linspace`, ...)
             """,
@@ -42,7 +46,10 @@ RULES = [
             Unsafe. Adds `device=x.device` to the factory call, where `x` is a tensor whose shape
             the call already reads (`torch.zeros(x.size(0), 4)`) or the forward's input when it is named
             like one. Unsafe because the tensor moves, which is the point, and code that relied on a CPU
-            tensor there changes. Not `x.new_zeros(...)`, which would also take `x`'s dtype. No fix for
+            tensor there changes. Not `x.new_zeros(...)`, which would also take `x`'s dtype. Never a name
+            only the call's own comprehension binds (`c` in `[c.shape[-1] for c in crops]`, out of scope
+            at `device=`), nor an input the call takes as its data (`crops` in that comprehension,
+            `torch.tensor(x)`), which may be a list. No fix for
             `torch.normal` or when no input tensor is in sight.
             """,
     ),
@@ -225,7 +232,9 @@ RULES = [
             of a fresh float32 CPU tensor (`nn.Parameter(torch.randn(n)).type(torch.FloatTensor)`,
             `.float()`, `.to(torch.float32)`, in-place initialisers): PyTorch returns the Parameter
             itself; classes that move their own tensor state (the class or a base in the
-            same source defines `to`, `_apply` or `cuda`); host data: an attribute the class reads
+            same source defines `to`, `_apply` or `cuda`), also lazily: a method re-binds the attribute
+            to a tensor it is given (`self.alpha = self.alpha.type_as(x)`, `self.w = self.w.to(x.device)`;
+            not `.to(torch.float16)`, which follows no input); host data: an attribute the class reads
             only for Python values (`self.edges[i].item()`, `self.cuts.tolist()`, `float(...)`, or a loop
             such as `for lo, hi in zip(self.lows, self.highs)` whose elements are read only that way),
             as ECE bin edges are: as a buffer it would follow the model to the GPU and each read would

@@ -582,9 +582,29 @@ def _init_helper(ctx: Context, parent: ast.AST | None, node: ast.Attribute) -> s
     return fn.name
 
 
+# methods whose tensor argument lends only its dtype, device or shape (`a.type_as(x)`,
+# `a.to(x)`, `a.expand_as(x)`): no value of the argument is read
+_TEMPLATE_METHODS = frozenset({"type_as", "to", "expand_as", "view_as", "reshape_as"})
+
+
+def _template_argument(ctx: Context, parent: ast.AST | None, node: ast.AST) -> bool:
+    """`a.type_as(x.data)`, `a.to(x.data)`, `torch.zeros_like(x.data)`: the `.data` read is the
+    sole positional argument of a method that takes only the tensor's dtype, device or shape,
+    or the first argument of a `torch.*_like` factory. No value of `x` reaches the result, so
+    nothing bypasses autograd (`a.to(x.data)` with more positional arguments is not this form)."""
+    if not (isinstance(parent, ast.Call) and parent.args and parent.args[0] is node):
+        return False
+    func = parent.func
+    if isinstance(func, ast.Attribute) and func.attr in _TEMPLATE_METHODS and len(parent.args) == 1:
+        return True
+    q = ctx.qualname(func) or ""
+    return q.startswith("torch.") and q.split(".", 1)[1] in LIKE_FUNCS
+
+
 def _bound_for_metadata_only(ctx: Context, node: ast.Attribute) -> bool:
     """`w = p.data` where the function then uses `w` only as a factory or for metadata
-    (`w.new(...)`, `w.new_zeros(...)`, `w.device`): no value is read through `.data`."""
+    (`w.new(...)`, `w.new_zeros(...)`, `w.device`, `a.type_as(w)`): no value is read through
+    `.data`."""
     holder = ctx.parent
     if not (isinstance(holder, ast.Assign) and holder.value is node and len(holder.targets) == 1):
         return False
@@ -600,7 +620,9 @@ def _bound_for_metadata_only(ctx: Context, node: ast.Attribute) -> bool:
     ]
     for use in uses:
         up = parents.get(id(use))
-        if not (isinstance(up, ast.Attribute) and (up.attr in _METADATA or up.attr.startswith("new"))):
+        if isinstance(up, ast.Attribute) and (up.attr in _METADATA or up.attr.startswith("new")):
+            continue
+        if not _template_argument(ctx, up, use):
             return False
     return bool(uses)
 
@@ -833,6 +855,8 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         return
     if isinstance(parent, ast.Attribute) and (parent.attr in _METADATA or parent.attr.startswith("new")):
         return  # `x.data.device`, `x.data.new(...)`: metadata or a factory, no value is read
+    if _template_argument(ctx, parent, node):
+        return  # `a.type_as(x.data)`, `torch.zeros_like(x.data)`: only its dtype/device/shape is read
     if _bound_for_metadata_only(ctx, node):
         return  # `w = next(self.parameters()).data` then only `w.new(...)`: the same, via a name
     if (

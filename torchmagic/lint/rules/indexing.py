@@ -8,6 +8,7 @@ from ..accelerator import ACCELERATOR, where
 from ..context import Context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
+from ..nodes import sole_bindings
 from ..registry import check
 from ._common import unparse, unparse_operand
 
@@ -342,6 +343,8 @@ def view_after_transpose(call: ast.Call, ctx: Context) -> None:
             return
     if any(kw.arg == "dtype" for kw in call.keywords):
         return
+    if not _view_must_fail(ctx, call, value, base):
+        return
     ctx.flag(
         call,
         f"`{unparse(call, 50)}` calls `.view` on the non-contiguous result of `{what}`.",
@@ -351,6 +354,211 @@ def view_after_transpose(call: ast.Call, ctx: Context) -> None:
         if _sizes_only(ctx, call)
         else None,
     )
+
+
+# ---- TM703: does the view merge dimensions that the transpose took out of order? ----------
+#
+# On a contiguous tensor permuted by `p`, the permuted dimensions fall into runs: maximal
+# stretches `p[k], p[k + 1], ...` of consecutive original dimensions in their original order
+# (dimensions of size 1 do not break a run). `.view` can split any dimension and merge
+# dimensions within a run, never across one. So with every size above 1, a view with fewer
+# sizes than there are runs must merge across one and raises; one with as many may keep every
+# run whole (`x.permute(0, 2, 3, 1).view(b, h * w, c)`) and is not reported.
+
+_MAX_RANK = 8
+
+
+def _view_must_fail(ctx: Context, call: ast.Call, value: ast.AST, base: ast.AST) -> bool:
+    """The view raises for every shape whose sizes are above 1 (except the dimensions the view
+    itself says are 1), whatever rank the transposed tensor has."""
+    sizes = _view_sizes(ctx, call)
+    if sizes is None:
+        return False  # `view(shape)`, `view(*dims)`: how many sizes is not known
+    perms = _permutations(value)
+    if perms is None:
+        # a transpose of dimensions not written as numbers: at least two runs
+        return sum(not _is_one(a) for a in sizes) < 2
+    named = _named_dims(ctx, sizes, base)
+    rank = _unpacked_rank(ctx, base)
+    if rank is not None and any(len(p) == rank for p in perms):
+        perms = [p for p in perms if len(p) == rank]
+    return all(_fails_for(perm, sizes, named) for perm in perms)
+
+
+def _unpacked_rank(ctx: Context, base: ast.AST) -> int | None:
+    """The rank `b, c, t = x.shape` shows the transposed tensor `x` to have."""
+    fn = ctx.frame.node
+    if not (isinstance(base, ast.Name) and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        return None
+    for n in ast.walk(fn):
+        if (
+            isinstance(n, ast.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Tuple)
+            and not any(isinstance(e, ast.Starred) for e in n.targets[0].elts)
+            and _shape_of(n.value) == base.id
+        ):
+            return len(n.targets[0].elts)
+    return None
+
+
+def _view_sizes(ctx: Context, call: ast.Call) -> list[ast.AST] | None:
+    """The sizes `view(a, b)` or `view((a, b))` asks for, None when their number is not known."""
+    args = call.args
+    if not args and len(call.keywords) == 1 and call.keywords[0].arg == "size":
+        args = [call.keywords[0].value]  # `view(size=(b, -1))`
+    elif call.keywords:
+        return None
+    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+        args = args[0].elts
+    if not args or any(isinstance(a, ast.Starred) for a in args):
+        return None
+    one = args[0]
+    if len(args) == 1 and not (
+        isinstance(one, (ast.Constant, ast.UnaryOp, ast.BinOp)) or _size_expr(ctx, one)
+    ):
+        return None  # a single name or call may hold a whole shape
+    return list(args)
+
+
+def _is_one(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 1 and not isinstance(node.value, bool)
+
+
+def _int(node: ast.AST) -> int | None:
+    """The value of an integer literal (`2`, `-1`)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int(node.operand)
+        return None if inner is None else -inner
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def _int_args(call: ast.Call) -> list[int] | None:
+    """`permute(0, 2, 1)`, `permute((0, 2, 1))`, `size(0)`: the integer literals passed."""
+    args = call.args
+    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+        args = args[0].elts
+    out = [_int(a) for a in args]
+    return None if call.keywords or None in out else out  # type: ignore[return-value]
+
+
+def _permutations(value: ast.AST) -> list[tuple[int, ...]] | None:
+    """The permutations the transpose may stand for, one per rank it is valid at (the rank is
+    known only for `permute`); None when its dimensions are not numbers."""
+    if isinstance(value, ast.Attribute):  # `.T`, `.H` (2-D), `.mT`, `.mH`: the last two swapped
+        ranks = range(2, 3) if value.attr in ("T", "H") else range(2, _MAX_RANK + 1)
+        return [(*range(n - 2), n - 1, n - 2) for n in ranks]
+    assert isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+    op = value.func.attr
+    if op == "t":
+        return [(1, 0)]
+    dims = _int_args(value)
+    if dims is None:
+        return None
+    if op == "permute":
+        n = len(dims)
+        perm = tuple(d % n for d in dims) if n and all(-n <= d < n for d in dims) else None
+        return [perm] if perm is not None and sorted(perm) == list(range(n)) else None
+    if len(dims) != 2:
+        return None
+    out = [p for n in range(1, _MAX_RANK + 1) if (p := _moved(op, dims, n)) is not None]
+    return out or None
+
+
+def _moved(op: str, dims: list[int], n: int) -> tuple[int, ...] | None:
+    """The permutation `transpose(i, j)` or `movedim(i, j)` makes of a rank-`n` tensor."""
+    if not all(-n <= d < n for d in dims):
+        return None
+    i, j = (d % n for d in dims)
+    order = list(range(n))
+    if op in ("movedim", "moveaxis"):
+        order.insert(j, order.pop(i))
+    else:
+        order[i], order[j] = order[j], order[i]
+    return tuple(order)
+
+
+def _named_dims(ctx: Context, sizes: list[ast.AST], base: ast.AST) -> list[list[int] | None]:
+    """For each view size, the dimensions of the transposed tensor it multiplies when the code
+    names them (`b, c, t = x.shape` then `view(b, t, c)`, `x.size(0)`, `h * d`); None when not
+    known. A negative index stays negative (the rank may not be known)."""
+    if not isinstance(base, ast.Name):
+        return [None] * len(sizes)
+    fn = ctx.frame.node
+    bound = sole_bindings(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else {}
+    return [_dims_of(a, base.id, bound) for a in sizes]
+
+
+def _dims_of(node: ast.AST, base: str, bound: dict[str, tuple[ast.AST, int | None]]) -> list[int] | None:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        left, right = _dims_of(node.left, base, bound), _dims_of(node.right, base, bound)
+        return left + right if left is not None and right is not None else None
+    if isinstance(node, ast.Name) and node.id in bound:
+        value, index = bound[node.id]
+        if index is not None and _shape_of(value) == base:
+            return [index]
+        return _dims_of(value, base, {}) if index is None else None
+    if isinstance(node, ast.Subscript) and _shape_of(node.value) == base:
+        d = _int(node.slice)
+        return None if d is None else [d]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size":
+        d = _int_args(node)
+        if (
+            d is not None
+            and len(d) == 1
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == base
+        ):
+            return d
+    return None
+
+
+def _shape_of(node: ast.AST) -> str | None:
+    """`x` for `x.shape` or `x.size()`."""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        node = node.func
+        if not (isinstance(node, ast.Attribute) and node.attr == "size"):
+            return None
+    elif not (isinstance(node, ast.Attribute) and node.attr == "shape"):
+        return None
+    return node.value.id if isinstance(node.value, ast.Name) else None
+
+
+def _fails_for(perm: tuple[int, ...], sizes: list[ast.AST], named: list[list[int] | None]) -> bool:
+    """The view of the tensor permuted by `perm` raises whenever its sizes are above 1. Leading
+    `1`s of the view at dimensions the permutation leaves in place are read as those sizes (a
+    batch of one: `pe.permute(0, 2, 3, 1).view(1, -1, c)`)."""
+    n = len(perm)
+    ones = set()
+    for k, a in enumerate(sizes):
+        if not (_is_one(a) and k < n and perm[k] == k and all(perm[i] == i for i in range(k))):
+            break
+        ones.add(k)
+    order = [d for d in perm if d not in ones]
+    runs = _runs(order, ones)
+    kept = [(a, dims) for a, dims in zip(sizes, named) if not _is_one(a)]
+    if len(kept) < len(runs):
+        return True
+    if all(dims is not None for _, dims in kept):
+        flat = [d % n if -n <= d < n else None for _, dims in kept for d in dims]  # type: ignore[union-attr]
+        if None in flat or sorted(flat) != sorted(order):  # type: ignore[type-var]
+            return False  # not every dimension named once: nothing to compare
+        groups = [[d % n for d in dims] for _, dims in kept]  # type: ignore[union-attr]
+        return flat != order or any(len(_runs(g, ones)) > 1 for g in groups)
+    return False
+
+
+def _runs(order: list[int], ones: set[int]) -> list[list[int]]:
+    """Split `order` where the next dimension is not the next one in memory (past size-1 ones)."""
+    runs: list[list[int]] = []
+    for d in order:
+        if runs and d > runs[-1][-1] and all(k in ones for k in range(runs[-1][-1] + 1, d)):
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return runs
 
 
 def _sizes_only(ctx: Context, call: ast.Call) -> bool:

@@ -38,6 +38,8 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         return  # `torch.normal(mu, std)` with tensors is built on their device
     if in_cpu_branch(ctx, call) and not _counts_gpus(ctx, call):
         return  # the `else:` of `if torch.cuda.is_available():` / `if x.is_cuda:` runs on the CPU
+    if _read_back_on_host(ctx, call):
+        return  # host bookkeeping: on the device, every read back would wait for it
     ctx.flag(
         call,
         f"`{_call_label(call)}` in `{ctx.method}` builds a new CPU tensor on every forward call.",
@@ -96,6 +98,115 @@ def _numbers_only(ctx: Context, call: ast.Call) -> bool:
     )
 
 
+# ---- TM101: a tensor read back only as Python values is host bookkeeping ---------------
+
+_HOST_METHODS = frozenset({"item", "tolist", "numpy"})
+_HOST_CALLS = frozenset({"int", "float", "bool", "list", "tuple", "range", "len"})
+_TESTS = (ast.If, ast.While, ast.IfExp, ast.Assert)
+
+
+def _read_back_on_host(ctx: Context, call: ast.Call) -> bool:
+    """`idx = torch.cumsum(torch.unique_consecutive(torch.tensor(sizes), return_counts=True)[1], 0)`
+    then only `for end in idx: xs[start:end]`: the tensor, and what torch functions of it alone
+    compute, is read back only as Python values (`.tolist()`, `.item()`, `int()`, slice bounds,
+    `if` tests against constants), never meeting another tensor, and is read at least once. On
+    the CPU that is free; on the input's device each read would wait for the device."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    parents = {id(c): n for n in ast.walk(fn) for c in ast.iter_child_nodes(n)}
+    todo: list[ast.AST] = [call]
+    seen: set[str] = set()
+    reads = 0
+    while todo:
+        names = _follow(ctx, todo.pop(), parents)
+        if names is None:
+            return False
+        reads += not names
+        for name in names - seen:
+            seen.add(name)
+            todo.extend(
+                n
+                for n in ast.walk(fn)
+                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+            )
+    return reads > 0
+
+
+def _follow(ctx: Context, node: ast.AST, parents: dict[int, ast.AST]) -> set[str] | None:
+    """Where the value of `node` goes, through torch functions of it alone and constant
+    indexing: an empty set for a Python value read, the names it is bound to (`start = end`,
+    `_, counts = ...`, `for end in idx`), None for anything else (it meets other tensors)."""
+    while True:
+        up = parents.get(id(node))
+        if _host_use(up, node, parents):
+            return set()
+        if isinstance(up, ast.Subscript) and up.value is node and isinstance(up.slice, ast.Constant):
+            node = up  # `torch.unique(t, return_counts=True)[1]`
+        elif _alone_in(ctx, up, node):
+            node = up  # type: ignore[assignment]
+        elif _method_alone(ctx, up, node, parents):
+            node = parents[id(up)]
+        elif isinstance(up, ast.Assign) and up.value is node and len(up.targets) == 1:
+            return _target_names(up.targets[0])
+        elif isinstance(up, ast.For) and up.iter is node:
+            return _target_names(up.target)
+        else:
+            return None
+
+
+def _target_names(target: ast.AST) -> set[str] | None:
+    """`a`, `a, b`: the names an assignment binds, None for an attribute or item target."""
+    elts = target.elts if isinstance(target, ast.Tuple) else [target]
+    if not all(isinstance(e, ast.Name) for e in elts):
+        return None
+    return {e.id for e in elts}  # type: ignore[attr-defined]
+
+
+def _plain_args(ctx: Context, call: ast.Call, skip: ast.AST) -> bool:
+    """Every argument of `call` but `skip` is a Python constant or number: no other tensor."""
+    values = [*call.args, *(kw.value for kw in call.keywords)]
+    return all(
+        v is skip or isinstance(v, ast.Constant) or ctx.kind(v) == NUMBER for v in values
+    ) and not has_kwargs_splat(call)
+
+
+def _alone_in(ctx: Context, up: ast.AST | None, node: ast.AST) -> bool:
+    """`torch.cumsum(node, 0)`: a torch function of this tensor alone."""
+    return (
+        isinstance(up, ast.Call)
+        and node in up.args
+        and (ctx.qualname(up.func) or "").startswith("torch.")
+        and _plain_args(ctx, up, node)
+    )
+
+
+def _method_alone(ctx: Context, up: ast.AST | None, node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """`node.cumsum(0)`: a tensor method called with Python values only."""
+    call = parents.get(id(up)) if isinstance(up, ast.Attribute) and up.value is node else None
+    return isinstance(call, ast.Call) and call.func is up and _plain_args(ctx, call, node)
+
+
+def _host_use(up: ast.AST | None, node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """`node.tolist()`, `int(node)`, `xs[a:node]`, `if node == 0:`: a read of a Python value."""
+    if isinstance(up, ast.Slice):
+        return True
+    if isinstance(up, ast.Attribute) and up.value is node and up.attr in _HOST_METHODS:
+        return isinstance(parents.get(id(up)), ast.Call)
+    if isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id in _HOST_CALLS:
+        return node in up.args
+    if isinstance(up, ast.Compare) and not all(
+        isinstance(v, ast.Constant) for v in (up.left, *up.comparators) if v is not node
+    ):
+        return False  # compared with another tensor, it meets it
+    test = up
+    while isinstance(test, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+        child, test = test, parents.get(id(test))
+        if isinstance(test, _TESTS) and test.test is child:
+            return True
+    return False
+
+
 # the factories PyTorch has a `x.new_*` method or a `torch.*_like` function for (no
 # `x.new_arange`, no `torch.arange_like`, no `torch.tensor_like`)
 _NEW_METHODS = frozenset({"zeros", "ones", "empty", "full", "tensor"})
@@ -135,14 +246,41 @@ def _on_input_device(call: ast.Call, name: str, ctx: Context) -> Fix | None:
     )
 
 
+def _bound_inside(call: ast.Call) -> set[str]:
+    """Names the call's own comprehensions and lambdas bind (`inp` in
+    `torch.tensor([inp.shape[-1] for inp in x])`): out of scope where `device=` would go."""
+    out: set[str] = set()
+    for sub in ast.walk(call):
+        if isinstance(sub, ast.comprehension):
+            out.update(n.id for n in ast.walk(sub.target) if isinstance(n, ast.Name))
+        elif isinstance(sub, ast.Lambda):
+            out.update(a.arg for a in (*sub.args.posonlyargs, *sub.args.args, *sub.args.kwonlyargs))
+    return out
+
+
+def _read_as_data(call: ast.Call) -> set[str]:
+    """Names the call reads other than through a shape read (`x` in `torch.tensor(x)`,
+    `[t.shape[-1] for t in x]`, `map(f, x)`): their values are the data, maybe a list or a
+    number, which has no `.device`."""
+    shape_reads = {
+        id(sub.value)
+        for sub in ast.walk(call)
+        if isinstance(sub, ast.Attribute) and sub.attr in _TENSOR_READS
+    }
+    return {sub.id for sub in ast.walk(call) if isinstance(sub, ast.Name) and id(sub) not in shape_reads}
+
+
 def _input_tensor(call: ast.Call, ctx: Context) -> str | None:
-    # a name whose shape the factory's arguments read: `torch.zeros(x.size(0), 10)`
+    # a name whose shape the factory's arguments read: `torch.zeros(x.size(0), 10)`, never one
+    # that only the call's own comprehension binds
+    inner = _bound_inside(call)
     for sub in ast.walk(call):
         if (
             isinstance(sub, ast.Attribute)
             and sub.attr in _TENSOR_READS
             and isinstance(sub.value, ast.Name)
             and sub.value.id != "self"
+            and sub.value.id not in inner
             and ctx.kind(sub.value) not in (MODULE,)
         ):
             return sub.value.id
@@ -152,8 +290,9 @@ def _input_tensor(call: ast.Call, ctx: Context) -> str | None:
     args = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     if len(args) < 2 or args[0] != "self":
         return None
-    # the input itself, when named like a tensor (`batch` is as often a dict)
-    return args[1] if args[1] in _INPUT_NAMES else None
+    # the input itself, when named like a tensor (`batch` is as often a dict) and the call does
+    # not take it as its data (a list of tensors has no `.device`)
+    return args[1] if args[1] in _INPUT_NAMES and args[1] not in _read_as_data(call) else None
 
 
 _INPUT_NAMES = frozenset(
@@ -1442,6 +1581,52 @@ def _moves_own_state(ctx: Context) -> bool:
     )
 
 
+_RETYPES = frozenset({"type_as", "to"})
+
+
+def _follows_an_input(ctx: Context, attr: str) -> bool:
+    """A method other than `__init__` re-binds the attribute to a tensor it is given:
+    `self.alpha = self.alpha.type_as(x)`, `self.w = self.w.to(x.device)`. The class moves it
+    itself, lazily, as it moves its state in an overridden `to`."""
+    for cls in _class_nodes(ctx):
+        for fn in cls.body:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "__init__":
+                continue
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Assign) and _retypes_itself(ctx, n, attr):
+                    return True
+    return False
+
+
+def _retypes_itself(ctx: Context, node: ast.Assign, attr: str) -> bool:
+    """`self.<attr> = self.<attr>.type_as(x)` / `.to(x)` / `.to(x.device)`, with `x` a local name,
+    not `self` nor an import (`.to(torch.float16)` follows no input)."""
+    v = node.value
+    if not (
+        len(node.targets) == 1
+        and _self_attr_named(node.targets[0], attr)
+        and isinstance(v, ast.Call)
+        and isinstance(v.func, ast.Attribute)
+        and v.func.attr in _RETYPES
+        and _self_attr_named(v.func.value, attr)
+        and len(v.args) == 1
+    ):
+        return False
+    root = v.args[0]
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id != "self" and ctx.resolve_import(root.id) is None
+
+
+def _self_attr_named(node: ast.AST, attr: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attr
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
 def _on_callers_device(ctx: Context, value: ast.AST, placed: set[str]) -> bool:
     """The tensor is put on a device the caller gave the constructor (`.to(device)`,
     `.cuda(gpu)`, `device=device` with a parameter of `__init__`), or computed from attributes
@@ -1497,6 +1682,8 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
         state["placed"].add(target.attr)
     if target.attr in state["seen"] or read_only_for_python(_class_nodes(ctx), target.attr):
         return  # reported at its first assignment (`if cuda: ... else: ...`), or host data
+    if _follows_an_input(ctx, target.attr):
+        return  # `self.a = self.a.type_as(x)` in forward: the class moves it itself
     state["seen"].add(target.attr)
     hint = f'`self.register_buffer("{target.attr}", {unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.'
     if placed:
