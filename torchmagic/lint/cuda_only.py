@@ -11,8 +11,8 @@ import re
 import warnings
 from functools import lru_cache
 from pathlib import Path
-from weakref import WeakKeyDictionary
 
+from .nodes import remember
 from .source import prepare
 
 # libraries that only run on an NVIDIA GPU: code built on them cannot run without CUDA anyway
@@ -53,14 +53,8 @@ def declares_cuda_only(tree: ast.AST, *, library_only: bool = False) -> bool:
     / `except ImportError: apex = None`) is an option, not a requirement.
     `library_only`: only what the code is built on (libraries, extensions), which holds for
     every file that uses it; an assert or an exit says only that its own script needs a GPU."""
-    answers = _library_answers if library_only else _tree_answers
-    if tree not in answers:
-        answers[tree] = _any_declaration(tree, False, library_only)
-    return answers[tree]
-
-
-_tree_answers: WeakKeyDictionary[ast.AST, bool] = WeakKeyDictionary()
-_library_answers: WeakKeyDictionary[ast.AST, bool] = WeakKeyDictionary()
+    key = "cuda_only_library" if library_only else "cuda_only"
+    return remember(tree, key, lambda: _any_declaration(tree, False, library_only))
 
 
 def _any_declaration(node: ast.AST, optional: bool, library_only: bool) -> bool:

@@ -5,25 +5,29 @@ from __future__ import annotations
 import ast
 import functools
 from collections.abc import Callable
-from typing import TypeVar
-from weakref import WeakKeyDictionary
+from typing import Any, TypeVar
 
 N = TypeVar("N", bound=ast.AST)
 T = TypeVar("T")
 
 
+def remember(node: ast.AST, key: str, compute: Callable[[], T]) -> T:
+    """A fact about `node` worked out once, kept on the node for as long as its tree lives:
+    rules ask the same question of a loop, a function or the module once per read inside it.
+    Each lint parses its own tree, so one context asks; `key` names the question."""
+    facts: dict[str, Any] = node.__dict__.setdefault("_torchmagic_facts", {})
+    if key not in facts:
+        facts[key] = compute()
+    return facts[key]
+
+
 def per_node(fn: Callable[[N], T]) -> Callable[[N], T]:
-    """Cache a pure function of one AST node for as long as its tree lives: rules ask the same
-    question of a loop or a function once per read inside it."""
-    answers: WeakKeyDictionary[N, T] = WeakKeyDictionary()
+    """`remember` for a pure function of one AST node."""
+    key = f"{fn.__module__}.{fn.__qualname__}"
 
     @functools.wraps(fn)
     def cached(node: N) -> T:
-        try:
-            return answers[node]
-        except KeyError:
-            value = answers[node] = fn(node)
-            return value
+        return remember(node, key, lambda: fn(node))
 
     return cached
 

@@ -181,3 +181,15 @@ def chain_root(node: ast.AST) -> ast.AST:
             node = node.value
         else:
             return node
+
+
+def switches_grad_off(node: ast.AST) -> bool:
+    """`m.requires_grad_(False)`: the module or tensor stops recording gradients."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "requires_grad_"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value is False
+    )

@@ -8,7 +8,7 @@ import ast
 from dataclasses import dataclass, field
 
 from ..context import Context, grad_context
-from ..nodes import per_node
+from ..nodes import per_node, remember
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -123,9 +123,10 @@ def walk_scope(scope: ast.AST) -> list[ast.AST]:
 
 
 def flow_of(ctx: Context, scope: ast.AST) -> Flow:
-    cached = getattr(scope, "_torchmagic_flow", None)
-    if isinstance(cached, Flow):
-        return cached
+    return remember(scope, "flow", lambda: _build_flow(ctx, scope))
+
+
+def _build_flow(ctx: Context, scope: ast.AST) -> Flow:
     flow = Flow()
     edges = flow.edges
 
@@ -166,7 +167,6 @@ def flow_of(ctx: Context, scope: ast.AST) -> Flow:
             flow.returned |= names_in(node.value)  # type: ignore[attr-defined]
     flow.feeds = flow.closure(flow.direct)
     flow.returned = flow.closure(flow.returned)
-    scope._torchmagic_flow = flow  # type: ignore[attr-defined]
     return flow
 
 
@@ -197,9 +197,10 @@ def grad_off_calls(ctx: Context) -> set[str]:
     mod = module_node(ctx)
     if mod is None:
         return set()
-    cached = getattr(mod, "_torchmagic_grad_off", None)
-    if isinstance(cached, set):
-        return cached
+    return remember(mod, "grad_off_calls", lambda: _grad_off_calls(ctx, mod))
+
+
+def _grad_off_calls(ctx: Context, mod: ast.AST) -> set[str]:
     out: set[str] = set()
 
     def visit(node: ast.AST, off: bool) -> None:
@@ -224,7 +225,6 @@ def grad_off_calls(ctx: Context) -> set[str]:
 
     if any(w in line for line in ctx.lines for w in ("no_grad", "inference_mode", "set_grad_enabled")):
         visit(mod, False)
-    mod._torchmagic_grad_off = out  # type: ignore[attr-defined]
     return out
 
 
@@ -233,24 +233,26 @@ def _switched_off_before(ctx: Context, scope: ast.AST | None, line: int) -> bool
     the scope: gradients stay off from there on."""
     if scope is None:
         return False
-    lines = getattr(scope, "_torchmagic_grad_off_lines", None)
-    if not isinstance(lines, list):
-        lines = []
-        for node in walk_scope(scope):
-            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
-                continue
-            call = node.value
-            q = ctx.qualname(call.func) or ""
-            off = False
-            if q in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled"):
-                a = call.args[0] if call.args else None
-                off = isinstance(a, ast.Constant) and a.value is False
-            elif isinstance(call.func, ast.Attribute) and call.func.attr == "__enter__":
-                off = _disables_grad(ctx, call.func.value)
-            if off:
-                lines.append(node.lineno)
-        scope._torchmagic_grad_off_lines = lines  # type: ignore[attr-defined]
+    lines = remember(scope, "grad_off_lines", lambda: _grad_off_lines(ctx, scope))
     return any(n < line for n in lines)
+
+
+def _grad_off_lines(ctx: Context, scope: ast.AST) -> list[int]:
+    lines = []
+    for node in walk_scope(scope):
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+            continue
+        call = node.value
+        q = ctx.qualname(call.func) or ""
+        off = False
+        if q in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled"):
+            a = call.args[0] if call.args else None
+            off = isinstance(a, ast.Constant) and a.value is False
+        elif isinstance(call.func, ast.Attribute) and call.func.attr == "__enter__":
+            off = _disables_grad(ctx, call.func.value)
+        if off:
+            lines.append(node.lineno)
+    return lines
 
 
 def grad_disabled_here(ctx: Context, line: int | None = None) -> bool:

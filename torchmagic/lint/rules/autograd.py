@@ -26,8 +26,9 @@ from ..kinds import (
     STRING,
     TENSOR,
 )
+from ..nodes import per_node, remember
 from ..registry import check
-from ._common import call_chain, chain_root, name_like, receiver, unparse, unparse_operand
+from ._common import call_chain, chain_root, name_like, receiver, switches_grad_off, unparse, unparse_operand
 from ._flow import (
     Flow,
     backward_roots,
@@ -84,13 +85,11 @@ def _graph_still_needed(acc: str | None, graphs: set[str], flow: Flow) -> bool:
 
 def _mentions_backward(ctx: Context) -> bool:
     mod = module_node(ctx)
-    cached = getattr(mod, "_torchmagic_backward", None)
-    if isinstance(cached, bool):
-        return cached
-    found = any("backward" in line or "autograd" in line for line in ctx.lines)
-    if mod is not None:
-        mod._torchmagic_backward = found  # type: ignore[attr-defined]
-    return found
+
+    def found() -> bool:
+        return any("backward" in line or "autograd" in line for line in ctx.lines)
+
+    return found() if mod is None else remember(mod, "mentions_backward", found)
 
 
 _TM401_HINT = "Accumulate a number: `total += loss.item()` (or `loss.detach()` to stay on the device)."
@@ -287,9 +286,10 @@ def _applied_functions(ctx: Context) -> set[str]:
     mod = module_node(ctx)
     if mod is None:
         return set()
-    cached = getattr(mod, "_torchmagic_applied", None)
-    if isinstance(cached, set):
-        return cached
+    return remember(mod, "applied_functions", lambda: _find_applied(ctx, mod))
+
+
+def _find_applied(ctx: Context, mod: ast.AST) -> set[str]:
     out: set[str] = set()
     for sub in ast.walk(mod) if any(".apply(" in line for line in ctx.lines) else ():
         if (
@@ -301,7 +301,6 @@ def _applied_functions(ctx: Context) -> set[str]:
             a = sub.args[0]
             if isinstance(a, (ast.Name, ast.Attribute)):
                 out.add(a.id if isinstance(a, ast.Name) else a.attr)
-    mod._torchmagic_applied = out  # type: ignore[attr-defined]
     return out
 
 
@@ -1050,12 +1049,10 @@ def _end(node: ast.AST) -> Pos:
     return (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
 
 
+@per_node
 def _mode_switches(scope: ast.AST) -> tuple[list[tuple[Pos, str]], list[tuple[Pos, str]]]:
     """`(position, receiver)` of every `m.eval()` (and `m.train(False)`) and of every
     `m.train()` in the scope."""
-    cached = getattr(scope, "_torchmagic_modes", None)
-    if isinstance(cached, tuple):
-        return cached
     evals: list[tuple[Pos, str]] = []
     trains: list[tuple[Pos, str]] = []
     for sub in walk_scope(scope):
@@ -1071,7 +1068,6 @@ def _mode_switches(scope: ast.AST) -> tuple[list[tuple[Pos, str]], list[tuple[Po
                 evals.append((_pos(sub), recv))
             else:
                 trains.append((_pos(sub), recv))
-    scope._torchmagic_modes = (evals, trains)  # type: ignore[attr-defined]
     return evals, trains
 
 
@@ -1080,12 +1076,9 @@ def _module_switches_to_eval(ctx: Context) -> bool:
     mod = module_node(ctx)
     if mod is None:
         return True
-    cached = getattr(mod, "_torchmagic_has_eval", None)
-    if isinstance(cached, bool):
-        return cached
-    found = any(".eval(" in line or ".train(" in line for line in ctx.lines)
-    mod._torchmagic_has_eval = found  # type: ignore[attr-defined]
-    return found
+    return remember(
+        mod, "switches_to_eval", lambda: any(".eval(" in line or ".train(" in line for line in ctx.lines)
+    )
 
 
 def _frozen_modules(ctx: Context) -> set[str]:
@@ -1094,20 +1087,14 @@ def _frozen_modules(ctx: Context) -> set[str]:
     mod = module_node(ctx)
     if mod is None:
         return set()
-    cached = getattr(mod, "_torchmagic_frozen", None)
-    if isinstance(cached, set):
-        return cached
+    return remember(mod, "frozen_modules", lambda: _find_frozen(ctx, mod))
+
+
+def _find_frozen(ctx: Context, mod: ast.AST) -> set[str]:
     out: set[str] = set()
     for sub in ast.walk(mod) if any("requires_grad" in line for line in ctx.lines) else ():
-        if (
-            isinstance(sub, ast.Call)
-            and isinstance(sub.func, ast.Attribute)
-            and sub.func.attr == "requires_grad_"
-            and sub.args
-            and isinstance(sub.args[0], ast.Constant)
-            and sub.args[0].value is False
-        ):
-            out.add(ast.unparse(sub.func.value))
+        if switches_grad_off(sub):
+            out.add(ast.unparse(sub.func.value))  # type: ignore[attr-defined]
         if (
             isinstance(sub, ast.For)
             and isinstance(sub.iter, ast.Call)
@@ -1120,17 +1107,9 @@ def _frozen_modules(ctx: Context) -> set[str]:
                     and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in inner.targets)
                     and isinstance(inner.value, ast.Constant)
                     and inner.value.value is False
-                ) or (
-                    isinstance(inner, ast.Call)
-                    and isinstance(inner.func, ast.Attribute)
-                    and inner.func.attr == "requires_grad_"
-                    and inner.args
-                    and isinstance(inner.args[0], ast.Constant)
-                    and inner.args[0].value is False
-                )
+                ) or switches_grad_off(inner)
                 if off:
                     out.add(ast.unparse(sub.iter.func.value))
-    mod._torchmagic_frozen = out  # type: ignore[attr-defined]
     return out
 
 
@@ -1273,10 +1252,7 @@ def _fn_summary(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dic
     """What a function calls with gradients on (`model`, `m`, `self.net.forward` -> `self.net`)
     and its parameters; None when it runs with gradients off (a `no_grad`/`inference_mode`
     decorator) or back-propagates."""
-    known = ctx.__dict__.setdefault("_torchmagic_fn_summaries", {})
-    if fn not in known:
-        known[fn] = _summarise(ctx, fn)
-    return known[fn]
+    return remember(fn, "tm408_summary", lambda: _summarise(ctx, fn))
 
 
 def _summarise(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]] | None:

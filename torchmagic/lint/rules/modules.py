@@ -14,7 +14,7 @@ from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
 from ..nodes import has_kwargs_splat, keyword, read_only_for_python, terminal_name
 from ..registry import check
-from ._common import chain_root, unparse, unparse_operand
+from ._common import chain_root, switches_grad_off, unparse, unparse_operand
 from .devices import _tensorless_loss, cuda_only, under_cuda_guard
 
 FACTORIES = NEW_TENSOR_FUNCS | {"logspace", "as_tensor", "normal"}
@@ -1904,15 +1904,8 @@ def _frozen_submodules(ctx: Context) -> set[str]:
     out: set[str] = set()
     for cls in _class_nodes(ctx):
         for sub in ast.walk(cls):
-            if (
-                isinstance(sub, ast.Call)
-                and isinstance(sub.func, ast.Attribute)
-                and sub.func.attr == "requires_grad_"
-                and sub.args
-                and isinstance(sub.args[0], ast.Constant)
-                and sub.args[0].value is False
-            ):
-                root = sub.func.value
+            if switches_grad_off(sub):
+                root = sub.func.value  # type: ignore[attr-defined]
                 if (
                     isinstance(root, ast.Attribute)
                     and isinstance(root.value, ast.Name)
