@@ -536,13 +536,13 @@ def _index_name(loop: ast.AST) -> str | None:
     return None
 
 
-@per_node
-def _stops_at_index(loop: ast.AST) -> bool:
-    """`if i == 4: break` (or `i >= 8`) in the loop's own body, on its enumerate/range index
-    and a small number: it runs a handful of iterations (a few validation batches to plot)."""
+def _index_stops(loop: ast.AST) -> list[ast.AST]:
+    """`N` of each `if i == N: break` (or `>=`, `>`, or a `return`) in the loop's own body, on
+    its enumerate/range index `i`: where the loop stops counting."""
     index = _index_name(loop)
     if index is None:
-        return False
+        return []
+    out = []
     for stmt in getattr(loop, "body", None) or []:
         if not (
             isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], (ast.Break, ast.Return))
@@ -555,42 +555,37 @@ def _stops_at_index(loop: ast.AST) -> bool:
             and isinstance(test.ops[0], (ast.Eq, ast.GtE, ast.Gt))
             and isinstance(test.left, ast.Name)
             and test.left.id == index
-            and isinstance(right := test.comparators[0], ast.Constant)
-            and isinstance(right.value, int)
-            and not isinstance(right.value, bool)
-            and right.value <= MAX_SHORT_LOOP
         ):
-            return True
-    return False
+            out.append(test.comparators[0])
+    return out
+
+
+@per_node
+def _stops_at_index(loop: ast.AST) -> bool:
+    """`if i == 4: break` (or `i >= 8`) on the loop's index and a small number: it runs a
+    handful of iterations (a few validation batches to plot)."""
+    return any(
+        isinstance(bound, ast.Constant)
+        and isinstance(bound.value, int)
+        and not isinstance(bound.value, bool)
+        and bound.value <= MAX_SHORT_LOOP
+        for bound in _index_stops(loop)
+    )
 
 
 def _stops_at_option(ctx: Context, loop: ast.AST) -> bool:
-    """`if i == args.n_samples - 1: break` in the loop's own body, on its enumerate/range index,
-    where `--n_samples` is a command-line option of this source whose default is a small
-    number (up to 16, give or take one): the option's default counts as a parameter's does."""
-    index = _index_name(loop)
-    if index is None or not ctx.stack:
+    """`if i == args.n_samples - 1: break` on the loop's index, where `--n_samples` is a
+    command-line option of this source whose default is a small number (up to 16, give or take
+    one): the option's default counts as a parameter's does."""
+    bounds = _index_stops(loop)
+    if not bounds or not ctx.stack:
         return False
     defaults = _option_defaults(ctx.stack[0])
     if not defaults:
         return False
-    for stmt in getattr(loop, "body", None) or []:
-        if not (
-            isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], (ast.Break, ast.Return))
-        ):
-            continue
-        test = stmt.test
-        if (
-            isinstance(test, ast.Compare)
-            and len(test.ops) == 1
-            and isinstance(test.ops[0], (ast.Eq, ast.GtE, ast.Gt))
-            and isinstance(test.left, ast.Name)
-            and test.left.id == index
-        ):
-            bound = _option_value(test.comparators[0], defaults)
-            if bound is not None and bound <= MAX_SHORT_LOOP:
-                return True
-    return False
+    return any(
+        (value := _option_value(bound, defaults)) is not None and value <= MAX_SHORT_LOOP for bound in bounds
+    )
 
 
 def _option_value(node: ast.AST, defaults: dict[str, int]) -> int | None:
