@@ -1604,11 +1604,11 @@ def _retypes_itself(ctx: Context, node: ast.Assign, attr: str) -> bool:
     v = node.value
     if not (
         len(node.targets) == 1
-        and _self_attr_named(node.targets[0], attr)
+        and _is_self_attr(node.targets[0], attr)
         and isinstance(v, ast.Call)
         and isinstance(v.func, ast.Attribute)
         and v.func.attr in _RETYPES
-        and _self_attr_named(v.func.value, attr)
+        and _is_self_attr(v.func.value, attr)
         and len(v.args) == 1
     ):
         return False
@@ -1616,15 +1616,6 @@ def _retypes_itself(ctx: Context, node: ast.Assign, attr: str) -> bool:
     while isinstance(root, ast.Attribute):
         root = root.value
     return isinstance(root, ast.Name) and root.id != "self" and ctx.resolve_import(root.id) is None
-
-
-def _self_attr_named(node: ast.AST, attr: str) -> bool:
-    return (
-        isinstance(node, ast.Attribute)
-        and node.attr == attr
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
-    )
 
 
 def _on_callers_device(ctx: Context, value: ast.AST, placed: set[str]) -> bool:
