@@ -41,6 +41,20 @@ def terminal_name(func: ast.AST) -> str | None:
     return None
 
 
+def node_text(node: ast.AST) -> str:
+    """`ast.unparse(node)`, fast for what rules compare most (`model`, `self.net.encoder`:
+    receivers of every method call in a loop) and worked out once for anything else."""
+    parts: list[str] = []
+    n = node
+    while isinstance(n, ast.Attribute):
+        parts.append(n.attr)
+        n = n.value
+    if isinstance(n, ast.Name):
+        parts.append(n.id)
+        return ".".join(reversed(parts))
+    return remember(node, "text", lambda: ast.unparse(node))
+
+
 def keyword(call: ast.Call, name: str) -> ast.AST | None:
     for kw in call.keywords:
         if kw.arg == name:

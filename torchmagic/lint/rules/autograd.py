@@ -9,6 +9,7 @@ import re
 import sys
 import textwrap
 import types
+from collections.abc import Iterator
 
 from ...report import Fix
 from ..context import Context, LoopInfo, grad_context
@@ -26,7 +27,7 @@ from ..kinds import (
     STRING,
     TENSOR,
 )
-from ..nodes import per_node, remember
+from ..nodes import node_text, per_node, remember
 from ..registry import check
 from ._common import call_chain, chain_root, name_like, receiver, switches_grad_off, unparse, unparse_operand
 from ._flow import (
@@ -1059,10 +1060,10 @@ def _mode_switches(scope: ast.AST) -> tuple[list[tuple[Pos, str]], list[tuple[Po
         if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)):
             continue
         name = sub.func.attr
-        recv = ast.unparse(sub.func.value)
         if name == "eval" and not sub.args and not sub.keywords:
-            evals.append((_pos(sub), recv))
+            evals.append((_pos(sub), node_text(sub.func.value)))
         elif name == "train":
+            recv = node_text(sub.func.value)
             mode = sub.args[0] if sub.args else (sub.keywords[0].value if sub.keywords else None)
             if isinstance(mode, ast.Constant) and mode.value is False:
                 evals.append((_pos(sub), recv))
@@ -1113,28 +1114,24 @@ def _find_frozen(ctx: Context, mod: ast.AST) -> set[str]:
     return out
 
 
-def _body_nodes(loop: ast.AST, ctx: Context, guarded: bool = False) -> list[tuple[ast.AST, bool]]:
-    """The loop's own nodes with whether a `no_grad`-like block guards them; nested statement
-    loops (they are checked on their own) and function bodies are left out."""
-    out: list[tuple[ast.AST, bool]] = []
+def _body_nodes(loop: ast.AST, ctx: Context, guarded: bool = False) -> Iterator[tuple[ast.AST, bool]]:
+    """The loop's own nodes in source order, with whether a `no_grad`-like block guards them;
+    nested statement loops (they are checked on their own) and function bodies are left out.
+    Lazy: the search for the loop's first forward pass usually stops early."""
     children = (
         [*loop.body, *getattr(loop, "orelse", [])]
         if isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
         else []
     )
-
-    def visit(node: ast.AST, g: bool) -> None:
+    todo = [(stmt, guarded) for stmt in reversed(children)]
+    while todo:
+        node, g = todo.pop()
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While, *(_FN_NODES))):
-            return
+            continue
         if isinstance(node, (ast.With, ast.AsyncWith)):
             g = g or any(_grad_off(ctx, i.context_expr) for i in node.items)
-        out.append((node, g))
-        for child in ast.iter_child_nodes(node):
-            visit(child, g)
-
-    for stmt in children:
-        visit(stmt, guarded)
-    return out
+        yield node, g
+        todo.extend((child, g) for child in reversed(list(ast.iter_child_nodes(node))))
 
 
 _FN_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -1266,7 +1263,7 @@ def _summarise(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict
         if isinstance(g, ast.Attribute) and g.attr == "forward":
             g = g.value
         if isinstance(g, (ast.Name, ast.Attribute)):
-            text = ast.unparse(g)
+            text = node_text(g)
             if text not in calls:
                 calls.append(text)
     return {"params": [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)], "calls": calls[:64]}
@@ -1364,7 +1361,7 @@ def eval_without_no_grad(loop: LoopInfo | ast.Module, ctx: Context) -> None:
         f = sub.func
         if isinstance(f, ast.Attribute) and f.attr == "forward":
             f = f.value
-        recv = ast.unparse(f)
+        recv = node_text(f)
         if recv in evaluated:
             forward = (sub, recv)
             break
