@@ -8,6 +8,7 @@ import ast
 import math
 from collections.abc import Callable
 
+from ..lint.kinds import NEW_TENSOR_FUNCS
 from . import frames as fr
 from . import messages as m
 from .explainer import Context
@@ -524,20 +525,6 @@ def _view_numel(ctx: Context) -> tuple[str, str]:
 
 # ---- devices -----------------------------------------------------------------------------------
 
-_FACTORIES = {
-    "zeros",
-    "ones",
-    "empty",
-    "full",
-    "rand",
-    "randn",
-    "randint",
-    "arange",
-    "eye",
-    "linspace",
-    "tensor",
-}
-
 
 @_kind(m.DEVICE)
 def _device(ctx: Context) -> tuple[str, str]:
@@ -605,7 +592,7 @@ def _factory_without_device(ctx: Context) -> str | None:
             and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name)
             and node.func.value.id == "torch"
-            and node.func.attr in _FACTORIES
+            and node.func.attr in NEW_TENSOR_FUNCS
             and not any(k.arg == "device" for k in node.keywords)
         ):
             return node.func.attr

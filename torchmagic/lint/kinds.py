@@ -106,6 +106,24 @@ TORCH_NON_TENSOR = frozenset(
         "are_deterministic_algorithms_enabled",
     }
 )
+# what a tensor tells about itself without reading its values (no graph, no sync)
+TENSOR_METADATA = frozenset(
+    {
+        "device",
+        "dtype",
+        "shape",
+        "is_cuda",
+        "ndim",
+        "size",
+        "dim",
+        "ndimension",
+        "nelement",
+        "numel",
+        "get_device",
+        "is_sparse",
+        "element_size",
+    }
+)
 # `torch.<name>(sizes or values)`: a new tensor built from nothing the call could follow (no
 # input tensor, so no device or graph of one); and the `*_like` ones, which take only the input's
 # shape, dtype and device (never its graph)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ..context import Context
 from ..kinds import DEVICE, TENSOR_KINDS
@@ -193,3 +194,27 @@ def switches_grad_off(node: ast.AST) -> bool:
         and isinstance(node.args[0], ast.Constant)
         and node.args[0].value is False
     )
+
+
+def format_template(node: ast.AST | None) -> str | None:
+    """The fixed text of a string built by formatting (`f"ckpt_{step}.pt"`,
+    `"{}.pkl".format(epoch)`, `"net_%d.pth" % i`), each filled-in part written `{}`; None for
+    anything else."""
+    if isinstance(node, ast.JoinedStr):
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+        and isinstance(node.func.value.value, str)
+    ):
+        return re.sub(r"\{[^{}]*\}", "{}", node.func.value.value)
+    if (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Mod)
+        and isinstance(node.left, ast.Constant)
+        and isinstance(node.left.value, str)
+    ):
+        return re.sub(r"%[-+ #0-9.]*[a-zA-Z]", "{}", node.left.value)
+    return None

@@ -26,6 +26,7 @@ from ..kinds import (
     SHAPE,
     STRING,
     TENSOR,
+    TENSOR_METADATA,
 )
 from ..nodes import node_text, per_node, remember
 from ..registry import check
@@ -445,7 +446,7 @@ def _tensor_reads(ctx: Context, call: ast.Call, owner: str) -> frozenset[str]:
     return frozenset(out)
 
 
-_METADATA = frozenset({"device", "dtype", "shape", "is_cuda", "ndim", "size", "dim", "numel", "type"})
+_METADATA = TENSOR_METADATA | {"type"}
 
 
 # tensor methods and torch functions that keep shape, dtype and device (elementwise)

@@ -18,7 +18,15 @@ from ..fixes import fix_of
 from ..nodes import has_kwargs_splat, keyword, per_node, terminal_name
 from ..registry import check
 from ..source import prepare
-from ._common import chain_root, is_cuda_literal, is_cuda_move, move_target, unparse, unparse_operand
+from ._common import (
+    chain_root,
+    format_template,
+    is_cuda_literal,
+    is_cuda_move,
+    move_target,
+    unparse,
+    unparse_operand,
+)
 
 _DEVICE_SELECTION_HINT = (
     'Choose the device once: `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`'
@@ -211,29 +219,10 @@ def _path_of(ctx: Context, f: ast.AST | None) -> tuple[str | None, bool]:
 
 
 def _name_template(node: ast.AST | None) -> str | None:
-    """The fixed text of a file name built by formatting (`"{}.pkl".format(epoch)`,
-    `f"ckpt_{step}.pt"`, `"net_%d.pth" % i`), with each filled-in part as `{}`; None for a name
-    that is not built that way."""
-    if isinstance(node, ast.JoinedStr):
-        text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
-    elif (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "format"
-        and isinstance(node.func.value, ast.Constant)
-        and isinstance(node.func.value.value, str)
-    ):
-        text = re.sub(r"\{[^{}]*\}", "{}", node.func.value.value)
-    elif (
-        isinstance(node, ast.BinOp)
-        and isinstance(node.op, ast.Mod)
-        and isinstance(node.left, ast.Constant)
-        and isinstance(node.left.value, str)
-    ):
-        text = re.sub(r"%[-+ #0-9.]*[a-zA-Z]", "{}", node.left.value)
-    else:
-        return None
-    return text if "{}" in text and text.strip("{}") else None
+    """The fixed text of a file name built by formatting (`"{}.pkl".format(epoch)`), with each
+    filled-in part as `{}`; None for a name that is not built that way."""
+    text = format_template(node)
+    return text if text is not None and "{}" in text and text.strip("{}") else None
 
 
 def _file_node(ctx: Context, f: ast.AST | None) -> ast.AST | None:

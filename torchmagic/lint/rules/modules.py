@@ -11,7 +11,7 @@ from ...report import Fix
 from ..accelerator import device_type_of_literal, in_cpu_branch
 from ..context import Context, grad_context
 from ..fixes import fix_of
-from ..kinds import DTYPE, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS
+from ..kinds import DTYPE, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS, TENSOR_METADATA
 from ..nodes import has_kwargs_splat, keyword, read_only_for_python, terminal_name
 from ..registry import check
 from ._common import chain_root, switches_grad_off, unparse, unparse_operand
@@ -1804,28 +1804,7 @@ def _call_args(call: ast.Call) -> str:
 
 
 # what read through `.data` is metadata or a factory, not a value that feeds the graph
-_DATA_META = frozenset(
-    {
-        "new",
-        "new_zeros",
-        "new_ones",
-        "new_empty",
-        "new_full",
-        "new_tensor",
-        "is_cuda",
-        "device",
-        "dtype",
-        "size",
-        "shape",
-        "dim",
-        "ndimension",
-        "nelement",
-        "numel",
-        "get_device",
-        "is_sparse",
-        "element_size",
-    }
-)
+_DATA_META = TENSOR_METADATA | {"new", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"}
 # words of an explicit switch that freezes part of the model (`if config.fix_emb:`)
 _FREEZE_WORDS = (
     "fix",

@@ -36,7 +36,7 @@ from ..kinds import (
 from ..nodes import keyword, own_nodes, per_node, sole_binding, terminal_name
 from ..registry import check
 from ..walker import is_step_loop
-from ._common import unparse, unparse_operand
+from ._common import format_template, unparse, unparse_operand
 
 # Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
 _NOT_TENSOR = frozenset(
@@ -814,20 +814,8 @@ _PATH_TEXT = re.compile(r"^\S*(?:\.[A-Za-z][A-Za-z0-9]{1,4}|/\S*)$")
 
 def _path_format(node: ast.AST | None) -> bool:
     """`f"{i:06d}.png"`, `"{}.jpg".format(i)`, `"out/%d.txt" % i`: a string that names a file."""
-    if isinstance(node, ast.JoinedStr):
-        text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
-    elif (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "format"
-        and isinstance(node.func.value, ast.Constant)
-    ):
-        text = str(node.func.value.value)
-    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
-        text = str(node.left.value)
-    else:
-        return False
-    return bool(_PATH_TEXT.search(text))
+    text = format_template(node)
+    return text is not None and bool(_PATH_TEXT.search(text))
 
 
 def _names_something(ctx: Context, value: ast.AST, holder: ast.AST | None) -> bool:
