@@ -83,6 +83,41 @@ def test_TM301_a_read_that_feeds_a_stop_guard_is_info() -> None:
     assert only(plain, "TM301").severity == "warning"
 
 
+def test_TM301_a_read_that_decides_an_early_stop_is_info() -> None:
+    code = (
+        "import torch\n"
+        "policy = policy.cuda()\n"
+        "for epoch in range(n_epochs):\n"
+        "    for obs, old_logp in batches:\n"
+        "        logp = policy(obs.cuda())\n"
+        "        with torch.no_grad():\n"
+        "            drift = (old_logp.cuda() - logp).mean().item()\n"
+        "        if limit is not None and drift > 2.0 * limit:\n"
+        "            print('stopping early', drift)\n"
+        "            break\n"
+        "        logp.sum().backward()\n"
+    )
+    f = only(code, "TM301")
+    assert (f.line, f.severity) == (7, "info")
+    assert "check the value" in f.message and "stop early" in f.hint
+    # the same read that only feeds a log, or a test that does not leave the loop, stays a warning
+    logged = code.replace("            break\n", "            history.append(drift)\n")
+    assert only(logged, "TM301").severity == "warning"
+    equal = code.replace("drift > 2.0 * limit", "drift == limit")
+    assert only(equal, "TM301").severity == "warning"
+
+
+def test_TM403_indexing_a_full_reduction_says_it_raises() -> None:
+    head = "import torch\nx = torch.randn(4, 3, requires_grad=True)\n"
+    f = only(head + "print(torch.sum(x * 2).data[0])\n", "TM403")
+    assert "indexes a 0-dim tensor" in f.message and ".item()" in f.hint
+    f = only(head + "m = x.mean()\nprint(m.data[0])\n", "TM403")
+    assert "`m.data[0]` indexes a 0-dim tensor" in f.message
+    # a reduction over one dimension still has a dimension to index
+    f = only(head + "print(x.sum(1).data[0])\n", "TM403")
+    assert "behind autograd's back" in f.message
+
+
 def test_TM501_points_at_the_optimizer_step_and_names_it() -> None:
     code = "for x in xs:\n    model(x).sum().backward()\n    optimizer.step()\n"
     f = only(code, "TM501")

@@ -74,7 +74,8 @@ RULES = [
         what="""
             Flags reads and writes of `.data` on a tensor, parameter or gradient: in-place writes
             (`w.data.normal_()`, `p.data.add_(...)`, `p.grad.data.clamp_()`, `p.data = ...`), reads
-            (`h.data`, `Variable(h.data)`), `.data.resize_()`/`.set_()`/`.t_()`, and `loss.data[0]`.
+            (`h.data`, `Variable(h.data)`), `.data.resize_()`/`.set_()`/`.t_()`, and `loss.data[0]`
+            (also on a reduction over every element, `torch.sum(correct).data[0]`, which is 0-dim too).
             Owners it recognises: tensors, the parameters of a known module (`m.weight` in an init
             function applied with `model.apply(...)` or checking `isinstance(m, nn.Conv2d)`, modules
             from `.modules()`), loop variables over `.parameters()`, `group["params"]` or a list
@@ -115,7 +116,8 @@ RULES = [
             `.data` that reads no value: metadata (`x.data.device`, `.shape`, `.size()`),
             factories (`x.data.new(...)`), type checks (`isinstance(x.data, ...)`), the argument a method
             or factory takes only a dtype, device or shape from (`a.type_as(x.data)`, `a.to(x.data)`,
-            `a.expand_as(x.data)`, `torch.zeros_like(x.data)`), also through a name
+            `a.expand_as(x.data)`, `torch.zeros_like(x.data)`, `nn.init._calculate_fan_in_and_fan_out(w.data)`),
+            also through a name
             the function uses only that way (`w = next(self.parameters()).data` then `w.new(...)`); a function argument `m` with `m.weight.data` unless the function is applied to a
             module or checks the module class. Writes get the write fix (`nn.init.*_` or the same
             in-place call under `torch.no_grad()`, which computes the same values and makes autograd

@@ -14,7 +14,8 @@ RULES = [
             that are (or may be) on a GPU, once per statement and once per tensor and iteration
             (the first read; later reads of the same tensor in the iteration wait for nothing new
             until it is rebound). A read whose value feeds a guard that stops the run
-            (`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`) is reported as info: the
+            (`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`) or the loop (early
+            stopping: `if kl > 1.5 * target_kl: break`) is reported as info: the
             wait is deliberate, and only worth removing if the guard can run every N steps. The
             runtime probe (TM303) measures what such waits cost when the cell runs.
             """,

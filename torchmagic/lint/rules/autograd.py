@@ -392,8 +392,25 @@ def _tensor_owner(ctx: Context, owner: ast.AST, node: ast.Attribute) -> bool:
     return False
 
 
+# reductions that give a 0-dim tensor when called over the whole tensor (no `dim`)
+_FULL_REDUCTIONS = frozenset({"sum", "mean", "prod", "norm", "std", "var", "max", "min", "amax", "amin"})
+
+
+def _full_reduction(call: ast.Call) -> bool:
+    """`torch.sum(x)`, `x.mean()`, `x.eq(y).sum(dtype=torch.long)`: a reduction over every
+    element, 0-dim on PyTorch >= 0.4. Not with a dimension (`x.sum(1)`, `torch.max(x, dim=0)`)."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and f.attr in _FULL_REDUCTIONS):
+        return False
+    module_call = isinstance(f.value, ast.Name) and f.value.id in ("torch", "th")
+    if len(call.args) > (1 if module_call else 0) or any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    return not any(kw.arg in (None, "dim", "axis", "keepdim") for kw in call.keywords)
+
+
 def _scalar_loss(ctx: Context, owner: ast.AST) -> bool:
-    """A reduced loss (0-dim on PyTorch >= 0.4): named like one, or built by a loss function."""
+    """A reduced loss or reduction (0-dim on PyTorch >= 0.4): named like a loss, built by a
+    loss function or by a reduction over every element."""
     value: ast.AST | None = owner
     if isinstance(owner, ast.Name):
         low = owner.id.lower()
@@ -402,6 +419,8 @@ def _scalar_loss(ctx: Context, owner: ast.AST) -> bool:
         value = ctx.origin(owner)
     if not isinstance(value, ast.Call):
         return False
+    if _full_reduction(value):
+        return True
     for kw in value.keywords:
         if kw.arg in ("reduction", "reduce") and not (
             isinstance(kw.value, ast.Constant) and kw.value.value in ("mean", "sum", True)
@@ -591,7 +610,8 @@ _TEMPLATE_METHODS = frozenset({"type_as", "to", "expand_as", "view_as", "reshape
 def _template_argument(ctx: Context, parent: ast.AST | None, node: ast.AST) -> bool:
     """`a.type_as(x.data)`, `a.to(x.data)`, `torch.zeros_like(x.data)`: the `.data` read is the
     sole positional argument of a method that takes only the tensor's dtype, device or shape,
-    or the first argument of a `torch.*_like` factory. No value of `x` reaches the result, so
+    or the first argument of a `torch.*_like` factory or of an `nn.init` helper that reads the
+    shape (`nn.init._calculate_fan_in_and_fan_out(w.data)`). No value of `x` reaches the result, so
     nothing bypasses autograd (`a.to(x.data)` with more positional arguments is not this form)."""
     if not (isinstance(parent, ast.Call) and parent.args and parent.args[0] is node):
         return False
@@ -599,7 +619,15 @@ def _template_argument(ctx: Context, parent: ast.AST | None, node: ast.AST) -> b
     if isinstance(func, ast.Attribute) and func.attr in _TEMPLATE_METHODS and len(parent.args) == 1:
         return True
     q = ctx.qualname(func) or ""
+    if q in _SHAPE_HELPERS:
+        return True
     return q.startswith("torch.") and q.split(".", 1)[1] in LIKE_FUNCS
+
+
+# `nn.init` helpers that read only the tensor's dimensions
+_SHAPE_HELPERS = frozenset(
+    {"torch.nn.init._calculate_fan_in_and_fan_out", "torch.nn.init._calculate_correct_fan"}
+)
 
 
 def _bound_for_metadata_only(ctx: Context, node: ast.Attribute) -> bool:
@@ -832,6 +860,7 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         isinstance(parent, ast.Call)
         and node in parent.args
         and (ctx.qualname(parent.func) or "").startswith("torch.nn.init.")
+        and ctx.qualname(parent.func) not in _SHAPE_HELPERS
     ):
         rest = _args(parent, skip=1, lead=owner) if parent.args[0] is node else "(...)"
         ctx.flag(

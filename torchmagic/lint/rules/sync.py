@@ -1165,9 +1165,9 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             call,
             f"`{label}` inside a loop waits for the GPU on every iteration, to check the value"
             " before going on.",
-            "A per-step guard (stop on a NaN loss) needs the value each step; if it can wait, check"
-            " it every N steps, or keep the check on the device (`bad |= ~torch.isfinite(loss)`) and"
-            " read it once in a while.",
+            "A per-step check (stop on a NaN loss, stop early on a threshold) needs the value each"
+            " step; if it can wait, check it every N steps, or keep the test on the device"
+            " (`bad |= ~torch.isfinite(loss)`) and read it once in a while.",
             severity="info",
             needs_accelerator=place is None,
         )
@@ -1227,6 +1227,7 @@ def _other_branch_reads(ctx: Context, loop: ast.AST, roots: set[str]) -> bool:
 
 
 _GUARD_CHECKS = frozenset({"isfinite", "isnan", "isinf"})
+_ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 _STOPS = frozenset({"exit", "_exit", "abort", "quit"})
 
 
@@ -1245,18 +1246,24 @@ def _stops(body: list[ast.stmt]) -> bool:
 def _feeds_a_guard(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
     """The host value goes to a check that stops the run (`loss_value = loss.item()` then
     `if not math.isfinite(loss_value): sys.exit(1)`, or `math.isnan(loss.item())` in the test
-    itself): a deliberate per-step wait, for a decision only the host takes."""
+    itself) or the loop (`if kl > 1.5 * target_kl: break`, early stopping): a deliberate
+    per-step wait, for a decision only the host takes."""
     value, holder = _consumer(ctx, call)
     name = _bound_name(ctx, value, holder) if isinstance(holder, ast.Assign) else None
+
+    def is_value(arg: ast.AST) -> bool:
+        if any(a is call for a in ast.walk(arg)):
+            return True
+        return name is not None and isinstance(arg, ast.Name) and arg.id == name
 
     def checks(test: ast.AST) -> bool:
         for n in ast.walk(test):
             if isinstance(n, ast.Call) and terminal_name(n.func) in _GUARD_CHECKS and n.args:
-                arg = n.args[0]
-                if any(a is call for a in ast.walk(arg)):
+                if is_value(n.args[0]):
                     return True
-                if name is not None and isinstance(arg, ast.Name) and arg.id == name:
-                    return True
+            # early stopping: `if approx_kl > 1.5 * target_kl: break`
+            if isinstance(n, ast.Compare) and isinstance(n.ops[0], _ORDER) and is_value(n.left):
+                return True
         return False
 
     for stmt in ast.walk(loop):
