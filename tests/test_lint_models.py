@@ -54,6 +54,43 @@ def test_TM801_loader_of_an_earlier_cell_moved_in_a_later_one(tmp_path: Path) ->
     assert [f for f in rebuilt if f[2] == "TM801"] == []
 
 
+FIT_CELL = (
+    "def fit(model, dev, loader, epochs=1):\n"
+    "    for _ in range(epochs):\n"
+    "        for step, (x, y) in enumerate(loader):\n"
+    "            model(x.to(dev)).sub(y.to(dev)).pow(2).mean().backward()\n"
+)
+
+
+def test_TM801_loader_handed_to_a_function_of_an_earlier_cell(tmp_path: Path) -> None:
+    net = "net = torch.nn.Linear(2, 1).to(device)\n"
+    found = notebook(
+        tmp_path, LOADER_CELL.format(pin=""), DEVICE_CELL, FIT_CELL, net + "fit(net, device, train_loader)\n"
+    )
+    tm801 = [f for f in found if f[2] == "TM801"]
+    assert [(cell, line) for cell, line, _, _ in tm801] == [("cell4", 2)]
+    assert "`train_loader`" in tm801[0][3] and "`fit` copies to the GPU" in tm801[0][3]
+    pinned = notebook(
+        tmp_path,
+        LOADER_CELL.format(pin=", pin_memory=True"),
+        DEVICE_CELL,
+        FIT_CELL,
+        net + "fit(net, device, train_loader)\n",
+    )
+    assert [f for f in pinned if f[2] == "TM801"] == []
+    # `fit` defined again without moving the batches: nothing is copied to the GPU
+    cpu_fit = "def fit(model, dev, loader):\n    for x, y in loader:\n        model(x)\n"
+    redefined = notebook(
+        tmp_path,
+        LOADER_CELL.format(pin=""),
+        DEVICE_CELL,
+        FIT_CELL,
+        cpu_fit,
+        net + "fit(net, device, train_loader)\n",
+    )
+    assert [f for f in redefined if f[2] == "TM801"] == []
+
+
 def test_TM203_own_checkpoint_in_a_notebook_needs_an_accelerator_somewhere(tmp_path: Path) -> None:
     cell = "import torch\nnet = torch.nn.Linear(2, 2)\nnet.load_state_dict(torch.load('w.pt'))\ntorch.save(net.state_dict(), 'w.pt')\n"
     assert [f for f in notebook(tmp_path, cell) if f[2] == "TM203"] == []

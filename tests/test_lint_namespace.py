@@ -129,3 +129,35 @@ def test_TM801_live_loader_from_an_earlier_cell_flagged_at_the_for_line() -> Non
     assert (1, "TM801") not in rules(code, pinned)
     # batches that stay on the CPU need no pinned memory
     assert (1, "TM801") not in rules("for xb, yb in loader:\n    print(xb.shape)\n", unpinned)
+
+
+def test_TM801_live_loader_handed_to_a_function_of_an_earlier_cell(shell) -> None:
+    """In a kernel: the loader and the function that moves its batches are live objects of
+    earlier cells; the function's source is read back from IPython's cell cache."""
+    from torchmagic.lint import lint
+
+    shell.run_cell(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "rows = TensorDataset(torch.randn(8, 2), torch.randn(8, 1))\n"
+        "plain = DataLoader(rows, batch_size=4)\n"
+        "pinned = DataLoader(rows, batch_size=4, pin_memory=True)\n"
+        "def fit(model, dev, loader):\n"
+        "    for x, y in loader:\n"
+        "        model(x.to(dev)).sub(y.to(dev)).pow(2).mean().backward()\n"
+        "def peek(loader):\n"
+        "    for x, y in loader:\n"
+        "        print(x.shape)\n"
+    )
+    ns = shell.user_ns
+
+    def tm801(code: str, accelerator: bool) -> list[tuple[int, str]]:
+        found = lint(code, ns).resolved(accelerator)
+        return [(f.line, f.message) for f in found if f.rule == "TM801"]
+
+    [(line, message)] = tm801("net = torch.nn.Linear(2, 1)\nfit(net, 'cuda', plain)\n", True)
+    assert line == 2 and "`plain`" in message and "`fit` copies to the GPU" in message
+    assert tm801("net = torch.nn.Linear(2, 1)\nfit(net, 'cuda', pinned)\n", True) == []
+    assert tm801("peek(plain)\n", True) == []  # its batches stay on the CPU
+    # a kernel with no accelerator never copies to one
+    assert tm801("net = torch.nn.Linear(2, 1)\nfit(net, 'cuda', plain)\n", False) == []

@@ -13,7 +13,9 @@ RULES = [
             `torch.accelerator.current_accelerator()`, or to `torch.device(args.device)` chosen at run time) in the loop that iterates over it, in a function
             that loop hands the batch to, or in a function the loader is passed to. Loaders in a dict or
             list (`loaders[phase]`) count. Reported at the `DataLoader(...)` call; for a loader built in
-            an earlier notebook cell, once, at the `for` line that moves its batches.
+            an earlier notebook cell, once, at the `for` line that moves its batches or at the call
+            that hands it to a function (of this or an earlier cell, in a kernel read back from its
+            source) that does (`train(model, DEVICE, train_loader)`).
             """,
         why="""
             Copies from pageable memory are synchronous and slower; pinned batches can be copied
@@ -29,7 +31,11 @@ RULES = [
             for x, y in loader:
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             """,
-        not_flagged="loaders whose batches stay on the CPU; loaders built with `**kwargs` (the options are not visible)",
+        not_flagged="""
+            loaders whose batches stay on the CPU; loaders built with `**kwargs` (the options are not
+            visible); code with no path to an accelerator, and a kernel that has none (`.to(device)`
+            there copies nothing to a GPU)
+            """,
         autofix="""
             Unsafe. Adds `pin_memory=True` to the `DataLoader(...)` call (or turns `False` into
             `True`): the same batches, but page-locked host memory is scarcer than pageable memory.

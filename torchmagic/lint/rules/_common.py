@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import re
+import textwrap
+import types
 
 from ..context import Context
 from ..kinds import DEVICE, TENSOR_KINDS
@@ -218,3 +221,23 @@ def format_template(node: ast.AST | None) -> str | None:
     ):
         return re.sub(r"%[-+ #0-9.]*[a-zA-Z]", "{}", node.left.value)
     return None
+
+
+def live_function(ctx: Context, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The definition of a plain Python function of the kernel (defined in an earlier cell),
+    parsed from its source, which IPython keeps in `linecache`; None for anything else or
+    without source. Parsed once per lint; reading the source runs no user code."""
+    obj = ctx.namespace.get(name) if ctx.namespace is not None else None
+    if type(obj) is not types.FunctionType:
+        return None
+    cache: dict[str, ast.AST | None] = ctx.__dict__.setdefault("_torchmagic_live_fns", {})
+    if name not in cache:
+        cache[name] = None
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+        except Exception:
+            return None
+        fn = tree.body[0] if tree.body else None
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == name:
+            cache[name] = fn
+    return cache[name]  # type: ignore[return-value]

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import ast
 import copy
-import inspect
 import re
 import sys
-import textwrap
-import types
 from collections.abc import Iterator
 
 from ...report import Fix
@@ -30,7 +27,16 @@ from ..kinds import (
 )
 from ..nodes import node_text, per_node, remember
 from ..registry import check
-from ._common import call_chain, chain_root, name_like, receiver, switches_grad_off, unparse, unparse_operand
+from ._common import (
+    call_chain,
+    chain_root,
+    live_function,
+    name_like,
+    receiver,
+    switches_grad_off,
+    unparse,
+    unparse_operand,
+)
 from ._flow import (
     Flow,
     backward_roots,
@@ -1334,22 +1340,9 @@ def _helper_forward(ctx: Context, call: ast.Call, receivers: set[str]) -> tuple[
 
 
 def _live_summary(ctx: Context, name: str) -> dict[str, list[str]] | None:
-    """`_fn_summary` of a plain Python function in the kernel, parsed from its cell's source
-    (IPython keeps it in `linecache`); None when it is anything else or has no source."""
-    obj = ctx.namespace.get(name) if ctx.namespace is not None else None
-    if type(obj) is not types.FunctionType:
-        return None
-    cache = ctx.__dict__.setdefault("_torchmagic_live_fns", {})
-    if name not in cache:
-        cache[name] = None
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
-        except Exception:
-            return None
-        fn = tree.body[0] if tree.body else None
-        if isinstance(fn, _FN_NODES[:2]) and fn.name == name:
-            cache[name] = _fn_summary(ctx, fn)
-    return cache[name]
+    """`_fn_summary` of a plain Python function in the kernel (see `live_function`)."""
+    fn = live_function(ctx, name)
+    return remember(fn, "tm408.summary", lambda: _fn_summary(ctx, fn)) if fn is not None else None
 
 
 def _note_functions(ctx: Context, tree: ast.Module) -> None:

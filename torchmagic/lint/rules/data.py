@@ -10,9 +10,9 @@ from ...report import Fix
 from ..context import Context, LoopInfo
 from ..fixes import fix_of
 from ..kinds import LOADER
-from ..nodes import has_kwargs_splat, keyword
+from ..nodes import has_kwargs_splat, keyword, remember
 from ..registry import check
-from ._common import is_cuda_move, move_target, unparse
+from ._common import is_cuda_move, live_function, move_target, unparse
 
 _WRAPPERS = ("enumerate", "tqdm", "iter", "zip")
 NOTES = "TM801"  # ctx.notes key: module-level loader names -> built with pin_memory=True?
@@ -153,6 +153,7 @@ def _flag_loader(ctx: Context, loader: ast.Call) -> None:
         f"`{unparse(loader, 50)}` feeds batches that are copied to the GPU from pageable memory.",
         "Pass `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
         fix=_pin_fix(ctx, loader),
+        needs_accelerator=True,
     )
 
 
@@ -237,6 +238,7 @@ def dataloader_pin_memory(loop: LoopInfo | ast.Module, ctx: Context) -> None:
             f"`{name}` (a DataLoader built without `pin_memory=True`) feeds batches that are"
             " copied to the GPU from pageable memory.",
             "Rebuild it with `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
+            needs_accelerator=True,
         )
         return
     where = _param_position(ctx, node.iter)
@@ -260,15 +262,68 @@ def _module_level_calls(tree: ast.Module) -> list[ast.Call]:
     return out
 
 
+def _carry_moving_functions(ctx: Context, tree: ast.Module, state: _State) -> dict[str, set[tuple[int, str]]]:
+    """The functions that move the batches of a loader they are given: this source's, and
+    those of earlier notebook cells (`def train(model, device, loader)` in one cell,
+    `train(model, DEVICE, train_loader)` in a later one). A function this source defines
+    again replaces the earlier one."""
+    carried: dict[str, set[tuple[int, str]]] = ctx.notes.setdefault(NOTES + ".moving", {})
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            carried.pop(node.name, None)
+    carried.update({name: set(params) for name, params in state.moving_params.items()})
+    return carried
+
+
+def _live_moving_params(ctx: Context, name: str) -> set[tuple[int, str]]:
+    """For a function of an earlier cell in the kernel (its source parsed): the parameters it
+    iterates as a loader while moving the batches to the GPU."""
+    fn = live_function(ctx, name)
+    if fn is None or name in ctx.frames[0].values:
+        return set()
+    return remember(fn, "tm801.moving", lambda: _moving_params_of(ctx, fn))
+
+
+def _moving_params_of(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[tuple[int, str]]:
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    out: set[tuple[int, str]] = set()
+    for loop in ast.walk(fn):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        it = _unwrap(loop.iter)
+        if not (isinstance(it, ast.Name) and it.id in params):
+            continue
+        if any(isinstance(c, ast.Call) and _batch_move(ctx, c) for c in ast.walk(loop)):
+            out.add((params.index(it.id), it.id))
+    return out
+
+
+def _flag_earlier_loader(ctx: Context, call: ast.Call, name: str) -> None:
+    """A loader of an earlier cell handed to a function that moves its batches: reported once,
+    at the first call that hands it over."""
+    seen = ctx.notes.setdefault(NOTES + ".reported", {})
+    if name in seen and ctx.namespace is None:
+        return
+    seen[name] = True
+    ctx.flag(
+        call,
+        f"`{name}` (a DataLoader built without `pin_memory=True`) feeds batches that"
+        f" `{call.func.id}` copies to the GPU from pageable memory.",  # type: ignore[attr-defined]
+        "Rebuild it with `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
+        needs_accelerator=True,
+    )
+
+
 def _finish(ctx: Context, tree: ast.Module) -> None:
     """Loaders handed to a function that iterates them and moves the batches
     (`test(model, device, test_loader)`), and module-level loaders for the next cells."""
     state = _states.setdefault(ctx, _State())
-    if state.moving_params:
+    moving = _carry_moving_functions(ctx, tree, state)
+    if moving or ctx.namespace is not None:
         for call in _module_level_calls(tree):
             if not isinstance(call.func, ast.Name):
                 continue
-            wanted = state.moving_params.get(call.func.id)
+            wanted = moving.get(call.func.id) or _live_moving_params(ctx, call.func.id)
             if not wanted:
                 continue
             for pos, param in wanted:
@@ -278,6 +333,9 @@ def _finish(ctx: Context, tree: ast.Module) -> None:
                 for loader in _loader_calls(ctx, arg):
                     if _unpinned(loader):
                         _flag_loader(ctx, loader)
+                name = _earlier_cell_unpinned(ctx, arg) or _live_unpinned_loader(ctx, arg)
+                if name is not None:
+                    _flag_earlier_loader(ctx, call, name)
     known = ctx.notes.setdefault(NOTES, {})
     for name, value in ctx.frames[0].values.items():
         loaders = _loader_calls(ctx, ast.Subscript(value=value, slice=ast.Constant(0), ctx=ast.Load()))
