@@ -46,6 +46,16 @@ def test_syntax_error_is_one_TM000_with_its_line() -> None:
     assert (f.rule, f.line, f.severity) == ("TM000", 2, "error")
 
 
+def test_legacy_async_argument_names_its_replacement() -> None:
+    code = "import torch\nfor x, y in loader:\n    y = y.cuda(async=True)\n    out = net(x.cuda())\n"
+    [f] = [f for f in check_source(code) if f.rule == "TM000"]
+    assert f.line == 3
+    assert "`async` is a reserved word" in f.message and "non_blocking=True" in f.hint
+    # any other syntax error keeps the parser's own words
+    [g] = check_source("x = (1,\ny = 2\n")
+    assert g.rule == "TM000" and "reserved" not in g.message and "non_blocking" not in g.hint
+
+
 def test_magics_keep_line_numbers() -> None:
     code = "%%torchcheck\n%time x = 1\nfor t in ts:\n    v = t.item()\n!nvidia-smi\nts = ts.to(device)\n"
     assert [(f.line, f.rule) for f in check_source(code)] == [(4, "TM301")]

@@ -10,7 +10,10 @@ RULES = [
         evidence=("static",),
         what="""
             Reports a cell or file that does not parse as Python (after IPython's own syntax,
-            `%magics` and `!shell` lines, is taken into account).
+            `%magics` and `!shell` lines, is taken into account), once, at the first line that
+            does not parse; the lines that do parse are still checked. Old PyTorch code's
+            `x.cuda(async=True)` (a syntax error since Python 3.7 made `async` a keyword) gets
+            its replacement, `non_blocking=True`.
             """,
         why="""
             No rule can look at code that does not parse, and the cell will fail when run.

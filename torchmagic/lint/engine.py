@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -79,7 +80,7 @@ def lint(
     except SyntaxError as e:
         tree = _parse_unrewritten(code, prep.python, path)
         if tree is None:
-            broken = [syntax_error(e.msg, e.lineno, e.offset)]
+            broken = [syntax_error(e.msg, e.lineno, e.offset, _line_text(prep.python, e.lineno))]
             tree = _parse_around_errors(prep.python, path)
             if tree is None:
                 return LintResult(broken, carry=carry)
@@ -180,14 +181,32 @@ def _parse_unrewritten(code: str, rewritten: str, path: str | None) -> ast.Modul
         return None
 
 
-def syntax_error(msg: str, line: int | None, col: int | None) -> Finding:
+# `x.cuda(async=True)`: the keyword PyTorch renamed when `async` became reserved (Python 3.7)
+_ASYNC_KEYWORD = re.compile(r"[(,]\s*async\s*=(?!=)")
+
+
+def syntax_error(msg: str, line: int | None, col: int | None, text: str = "") -> Finding:
     where = f"Line {line}" if line else "This code"
+    if _ASYNC_KEYWORD.search(text):
+        return SYNTAX_ERROR.finding(
+            f"{where} does not parse as Python: `async` is a reserved word since Python 3.7, so"
+            " `async=True` is no longer an argument.",
+            "PyTorch renamed it `non_blocking`: `.cuda(non_blocking=True)`, `.to(device,"
+            " non_blocking=True)`; the lines that parse were still checked.",
+            line=line,
+            col=(col - 1) if col else None,
+        )
     return SYNTAX_ERROR.finding(
         f"{where} does not parse as Python: {msg}.",
         "Fix the syntax error; the lines that parse were still checked.",
         line=line,
         col=(col - 1) if col else None,
     )
+
+
+def _line_text(source: str, line: int | None) -> str:
+    lines = source.splitlines()
+    return lines[line - 1] if line and 0 < line <= len(lines) else ""
 
 
 SYNTAX_ERROR = catalog.RULES["TM000"]
