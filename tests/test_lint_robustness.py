@@ -56,6 +56,22 @@ def test_legacy_async_argument_names_its_replacement() -> None:
     assert g.rule == "TM000" and "reserved" not in g.message and "non_blocking" not in g.hint
 
 
+def test_exercise_blanks_are_named_and_the_rest_is_checked() -> None:
+    template = (
+        "import torch\nmodel = torch.nn.Linear(4, 2)\nw = model.weight.data\nopt = < YOUR CODE HERE >\n"
+    )
+    found = check_source(template)
+    [blank] = [f for f in found if f.rule == "TM000"]
+    assert (blank.line, blank.severity) == (4, "info")
+    assert "exercise blank (`< YOUR CODE HERE >`)" in blank.message
+    assert "TM403" in {f.rule for f in found}  # the lines that parse are still checked
+    [empty] = [f for f in check_source("lr = \nprint(lr)\n") if f.rule == "TM000"]
+    assert "exercise blank (`lr =`)" in empty.message and empty.severity == "info"
+    # a comparison in angle brackets that is simply broken is no blank
+    [broken] = [f for f in check_source("ok = a < b >\n") if f.rule == "TM000"]
+    assert broken.severity == "error" and "blank" not in broken.message
+
+
 def test_magics_keep_line_numbers() -> None:
     code = "%%torchcheck\n%time x = 1\nfor t in ts:\n    v = t.item()\n!nvidia-smi\nts = ts.to(device)\n"
     assert [(f.line, f.rule) for f in check_source(code)] == [(4, "TM301")]

@@ -13,7 +13,8 @@ RULES = [
             `%magics` and `!shell` lines, is taken into account), once, at the first line that
             does not parse; the lines that do parse are still checked. Old PyTorch code's
             `x.cuda(async=True)` (a syntax error since Python 3.7 made `async` a keyword) gets
-            its replacement, `non_blocking=True`.
+            its replacement, `non_blocking=True`. An exercise blank of a course notebook
+            (`< YOUR CODE HERE >`, `lr = `) is named as one, as info: it is there on purpose.
             """,
         why="""
             No rule can look at code that does not parse, and the cell will fail when run.

@@ -185,8 +185,25 @@ def _parse_unrewritten(code: str, rewritten: str, path: str | None) -> ast.Modul
 _ASYNC_KEYWORD = re.compile(r"[(,]\s*async\s*=(?!=)")
 
 
+# the blanks of a course exercise: `< YOUR CODE HERE >`, `lr = ` or `loss_fn = # TODO`
+_PLACEHOLDER = re.compile(r"<[^<>]*\b(?:your|code|here|todo|implement|fill)\b[^<>]*>", re.IGNORECASE)
+_EMPTY_ASSIGNMENT = re.compile(r"^\s*[\w.]+(?:\[[^\]]*\])?\s*=\s*(?:#.*)?$")
+
+
 def syntax_error(msg: str, line: int | None, col: int | None, text: str = "") -> Finding:
     where = f"Line {line}" if line else "This code"
+    blank = _PLACEHOLDER.search(text)
+    if blank is not None or _EMPTY_ASSIGNMENT.match(text):
+        shown = blank.group(0) if blank is not None else text.strip()
+        if len(shown) > 40:
+            shown = shown[:34].rstrip() + " … >"
+        return SYNTAX_ERROR.finding(
+            f"{where} is an exercise blank (`{shown}`): the code does not parse until it is filled in.",
+            "Fill in the blank; the lines that parse were still checked.",
+            line=line,
+            col=(col - 1) if col else None,
+            severity="info",
+        )
     if _ASYNC_KEYWORD.search(text):
         return SYNTAX_ERROR.finding(
             f"{where} does not parse as Python: `async` is a reserved word since Python 3.7, so"
