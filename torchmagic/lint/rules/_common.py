@@ -176,15 +176,23 @@ def call_chain(node: ast.AST) -> list[str]:
     return list(reversed(names))
 
 
-def chain_root(node: ast.AST) -> ast.AST:
-    """The innermost value of a method/attribute/subscript chain: `model(x).cpu()` -> `model(x)`."""
+def chain_nodes(node: ast.AST) -> list[ast.AST]:
+    """The nodes of a method/attribute/subscript chain, outermost first: `x.detach().data` ->
+    `x.detach().data`, `x.detach()`, `x`."""
+    out: list[ast.AST] = []
     while True:
+        out.append(node)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             node = node.func.value
         elif isinstance(node, (ast.Attribute, ast.Subscript)):
             node = node.value
         else:
-            return node
+            return out
+
+
+def chain_root(node: ast.AST) -> ast.AST:
+    """The innermost value of a method/attribute/subscript chain: `model(x).cpu()` -> `model(x)`."""
+    return chain_nodes(node)[-1]
 
 
 def switches_grad_off(node: ast.AST) -> bool:

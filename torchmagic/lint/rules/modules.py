@@ -14,7 +14,7 @@ from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS, TENSOR_METADATA
 from ..nodes import has_kwargs_splat, keyword, read_only_for_python, terminal_name
 from ..registry import check
-from ._common import chain_root, switches_grad_off, unparse, unparse_operand
+from ._common import chain_nodes, chain_root, switches_grad_off, unparse, unparse_operand
 from .devices import _tensorless_loss, cuda_only, under_cuda_guard
 
 FACTORIES = NEW_TENSOR_FUNCS | {"logspace", "as_tensor", "normal"}
@@ -810,7 +810,7 @@ def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
     detached = any(
         (isinstance(n, ast.Attribute) and n.attr == "data")
         or (isinstance(n, ast.Call) and terminal_name(n.func) == "detach")
-        for n in _chain(call.func.value)  # type: ignore[attr-defined]
+        for n in chain_nodes(call.func.value)  # type: ignore[attr-defined]
     )
     node: ast.AST = call
     stack = ctx.stack
@@ -839,19 +839,6 @@ def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
         return detached
     param = _parameter_for(fn, holder, node)
     return param is not None and _reads_on_host(fn, param)
-
-
-def _chain(node: ast.AST) -> list[ast.AST]:
-    """The nodes of a method/attribute chain, outermost first: `x.detach().data`."""
-    out: list[ast.AST] = []
-    while True:
-        out.append(node)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            node = node.func.value
-        elif isinstance(node, (ast.Attribute, ast.Subscript)):
-            node = node.value
-        else:
-            return out
 
 
 def _plain_function(ctx: Context, func: ast.AST) -> bool:
