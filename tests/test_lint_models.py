@@ -300,3 +300,26 @@ def test_TM102_cuda_on_a_module_of_this_source_that_registers_nothing() -> None:
     )
     (f,) = check_source(code, select=["TM102"])
     assert "Holder(inner).cuda()" in f.message, f.message  # `inner` may be a submodule
+
+
+def test_TM107_max_pair_bound_to_a_name_is_a_stability_shift_not_a_crash() -> None:
+    from torchmagic.lint import lint
+
+    head = (
+        "import torch\nfrom torch import nn\n\n"
+        "class Head(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(4, 3)\n\n"
+        "    def forward(self, x, given):\n"
+        "        logits = self.fc(x)\n"
+    )
+    shift = (
+        head + "        top = torch.max(logits, 1, keepdim=True)\n        return logits - top[0].detach()\n"
+    )
+    result = lint(shift)
+    assert result.errors == [] and [f for f in result.findings if f.rule == "TM107"] == []
+    # a pair from the caller, or a max of something else, is no shift of these logits
+    unknown = head + "        m, _ = given\n        return logits - m.detach()\n"
+    result = lint(unknown)
+    assert result.errors == [] and [f.line for f in result.findings if f.rule == "TM107"] == [12]

@@ -2379,6 +2379,18 @@ def _leaves_for_python(ctx: Context, node: ast.AST) -> bool:
 _SHIFTS = frozenset({"max", "amax", "logsumexp"})
 
 
+def _max_of(ctx: Context, uses: _Uses, node: ast.AST) -> ast.AST | None:
+    """`x` for the pair `torch.max(x, 1)` / `x.max(1)` (values, indices), written there or
+    bound to a name (`top = torch.max(x, 1)`); None for anything else, such as a pair this
+    source does not show being built."""
+    if isinstance(node, ast.Name):
+        bound = uses.value(node)
+        node = bound[0] if bound is not None and bound[1] is None else node
+    if isinstance(node, ast.Call) and _call_name(ctx, node) == "max":
+        return _indices_of(ctx, node)
+    return None
+
+
 def _reduced(ctx: Context, uses: _Uses, expr: ast.AST, depth: int = 0) -> ast.AST | None:
     """The tensor `expr` is a max or logsumexp of: `x` for `x.max(1, keepdim=True)[0]`,
     `torch.logsumexp(x, 1)`, `x.amax(1)`, or a name bound to one (`m, _ = torch.max(x, 1)`)."""
@@ -2391,11 +2403,11 @@ def _reduced(ctx: Context, uses: _Uses, expr: ast.AST, depth: int = 0) -> ast.AS
         value, index = bound
         if index is None:
             return _reduced(ctx, uses, value, depth + 1)
-        return _indices_of(ctx, value) if index == 0 and _call_name(ctx, value) == "max" else None  # type: ignore[arg-type]
+        return _max_of(ctx, uses, value) if index == 0 else None
     if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and expr.slice.value == 0:
-        return _indices_of(ctx, expr.value) if _call_name(ctx, expr.value) == "max" else None  # type: ignore[arg-type]
-    if isinstance(expr, ast.Attribute) and expr.attr == "values" and isinstance(expr.value, ast.Call):
-        return _indices_of(ctx, expr.value) if _call_name(ctx, expr.value) == "max" else None
+        return _max_of(ctx, uses, expr.value)
+    if isinstance(expr, ast.Attribute) and expr.attr == "values":
+        return _max_of(ctx, uses, expr.value)
     if (
         isinstance(expr, ast.Call)
         and isinstance(expr.func, ast.Attribute)
