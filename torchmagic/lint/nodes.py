@@ -115,12 +115,13 @@ def parameters(func: ast.AST) -> set[str]:
     return {a.arg for a in every if a is not None}
 
 
+@per_node
 def sole_bindings(scope: ast.AST) -> dict[str, tuple[ast.AST, int | None]]:
     """What each name holds wherever it is read in `scope`, for the names one plain assignment
     binds there and nothing else: `(value, None)` for `name = value`, `(value, i)` for
     `a, name = value` (the i-th item of the value). Not parameters, nor names bound in any
     other way (a loop target, an import, a `global`) or more than once: one binding cannot be
-    overtaken."""
+    overtaken. Worked out once per scope; callers must not change the dict."""
     stores: dict[str, list[ast.AST]] = {}
     other: set[str] = set(parameters(scope))
     assigns: list[ast.Assign] = []

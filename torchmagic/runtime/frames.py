@@ -77,10 +77,6 @@ class CellLocator:
             f = f.f_back
         return None
 
-    def traceback_line(self, tb: TracebackType | None) -> int | None:
-        """The cell line of the last traceback entry in the cell's own file."""
-        return self.traceback_lines(tb)[1]
-
     def traceback_lines(self, tb: TracebackType | None) -> tuple[int | None, int | None]:
         """`(top, last)`: the line the cell's top-level code stopped at (its `<module>` frame's
         entry), and the line of the last traceback entry in the cell's own file (inside a

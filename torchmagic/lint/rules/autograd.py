@@ -1342,7 +1342,7 @@ def _helper_forward(ctx: Context, call: ast.Call, receivers: set[str]) -> tuple[
 def _live_summary(ctx: Context, name: str) -> dict[str, list[str]] | None:
     """`_fn_summary` of a plain Python function in the kernel (see `live_function`)."""
     fn = live_function(ctx, name)
-    return remember(fn, "tm408.summary", lambda: _fn_summary(ctx, fn)) if fn is not None else None
+    return _fn_summary(ctx, fn) if fn is not None else None
 
 
 def _note_functions(ctx: Context, tree: ast.Module) -> None:

@@ -229,17 +229,7 @@ def dataloader_pin_memory(loop: LoopInfo | ast.Module, ctx: Context) -> None:
         return
     name = _live_unpinned_loader(ctx, node.iter) or _earlier_cell_unpinned(ctx, node.iter)
     if name is not None:
-        seen = ctx.notes.setdefault(NOTES + ".reported", {})
-        if name in seen and ctx.namespace is None:
-            return  # one finding per loader of an earlier cell
-        seen[name] = True
-        ctx.flag(
-            node,
-            f"`{name}` (a DataLoader built without `pin_memory=True`) feeds batches that are"
-            " copied to the GPU from pageable memory.",
-            "Rebuild it with `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
-            needs_accelerator=True,
-        )
+        _flag_earlier_loader(ctx, node, name)
         return
     where = _param_position(ctx, node.iter)
     if where is not None:
@@ -298,17 +288,19 @@ def _moving_params_of(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) 
     return out
 
 
-def _flag_earlier_loader(ctx: Context, call: ast.Call, name: str) -> None:
-    """A loader of an earlier cell handed to a function that moves its batches: reported once,
-    at the first call that hands it over."""
+def _flag_earlier_loader(ctx: Context, anchor: ast.AST, name: str, mover: str | None = None) -> None:
+    """A loader of an earlier cell whose batches go to the GPU: at the `for` line that moves
+    them, or at the call that hands it to a function (`mover`) that does. In a file or notebook
+    once per loader (a kernel checks each cell alone)."""
     seen = ctx.notes.setdefault(NOTES + ".reported", {})
     if name in seen and ctx.namespace is None:
         return
     seen[name] = True
+    copied = f"`{mover}` copies" if mover is not None else "are copied"
     ctx.flag(
-        call,
-        f"`{name}` (a DataLoader built without `pin_memory=True`) feeds batches that"
-        f" `{call.func.id}` copies to the GPU from pageable memory.",  # type: ignore[attr-defined]
+        anchor,
+        f"`{name}` (a DataLoader built without `pin_memory=True`) feeds batches that {copied} to the"
+        " GPU from pageable memory.",
         "Rebuild it with `pin_memory=True` and move batches with `.to(device, non_blocking=True)`.",
         needs_accelerator=True,
     )
@@ -335,7 +327,7 @@ def _finish(ctx: Context, tree: ast.Module) -> None:
                         _flag_loader(ctx, loader)
                 name = _earlier_cell_unpinned(ctx, arg) or _live_unpinned_loader(ctx, arg)
                 if name is not None:
-                    _flag_earlier_loader(ctx, call, name)
+                    _flag_earlier_loader(ctx, call, name, call.func.id)
     known = ctx.notes.setdefault(NOTES, {})
     for name, value in ctx.frames[0].values.items():
         loaders = _loader_calls(ctx, ast.Subscript(value=value, slice=ast.Constant(0), ctx=ast.Load()))

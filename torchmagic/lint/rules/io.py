@@ -83,7 +83,7 @@ def _model_parameter(ctx: Context, name: str) -> bool:
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-    if name not in params or not _MODEL_NAME.match(name) or any(w in name.lower() for w in _NOT_A_MODEL):
+    if name not in params or not _named_like_a_model(name):
         return False
     index = params.index(name) - (1 if params and params[0] in ("self", "cls") else 0)
     mod = module_node(ctx)

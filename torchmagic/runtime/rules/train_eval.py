@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ...catalog import Rule
+from ...lint.nodes import own_nodes
 from ...lint.source import prepare
 from ...report import Finding
 from ..modes import LayerEvent, training
@@ -69,12 +70,7 @@ def _call_lines(raw_cell: str) -> tuple[dict[str, list[int]], list[int]]:
             tree = ast.parse(prep.python)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return train, training_steps
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
+    for node in own_nodes(tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue
         attr = node.func.attr
