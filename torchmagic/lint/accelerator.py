@@ -23,7 +23,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS
-from .nodes import has_kwargs_splat, keyword, own_nodes, parameters, per_node, sole_bindings
+from .nodes import has_kwargs_splat, keyword, own_nodes, parameters, parents_of, per_node, sole_bindings
 
 if TYPE_CHECKING:
     from .context import Context
@@ -721,7 +721,7 @@ def _param_from_host(ctx: Context, tree: ast.AST, func: ast.AST, name: str, dept
     sites = _call_sites(ctx, tree, func)
     if not sites:
         return False
-    parents = _parents(tree)
+    parents = parents_of(tree)
     index = positional.index(name) - (1 if _enclosing(parents, func, ast.ClassDef) is not None else 0)
     for call in sites:
         if any(isinstance(a, ast.Starred) for a in call.args) or has_kwargs_splat(call):
@@ -731,11 +731,6 @@ def _param_from_host(ctx: Context, tree: ast.AST, func: ast.AST, name: str, dept
         if arg is None or caller is None or not _from_host(ctx, tree, arg, caller, {}, set(), depth + 1):
             return False
     return True
-
-
-@per_node
-def _parents(tree: ast.AST) -> dict[int, ast.AST]:
-    return {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
 
 
 def _enclosing(parents: dict[int, ast.AST], node: ast.AST, kind: Any) -> Any:
@@ -754,7 +749,7 @@ def _call_sites(ctx: Context, tree: ast.AST, func: ast.FunctionDef | ast.AsyncFu
     """Every call of `func` in `tree`, when they can all be seen: a module-level function whose
     name is only ever called, or the `forward` of a class whose instances are only built into a
     name or `self.<attr>` and then only called (or asked for another method); empty otherwise."""
-    parents = _parents(tree)
+    parents = parents_of(tree)
     cls = _enclosing(parents, func, ast.ClassDef)
     if cls is None:
         if not any(s is func for s in getattr(tree, "body", [])):
@@ -951,7 +946,7 @@ def _method_returns_host(
     f = call.func
     if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"):
         return False
-    cls = _enclosing(_parents(tree), scope, ast.ClassDef)
+    cls = _enclosing(parents_of(tree), scope, ast.ClassDef)
     method = next((m for m in getattr(cls, "body", []) if isinstance(m, _FuncDef) and m.name == f.attr), None)
     if method is None or method.decorator_list or has_kwargs_splat(call) or call.keywords:
         return False

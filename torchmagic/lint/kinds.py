@@ -106,6 +106,9 @@ TORCH_NON_TENSOR = frozenset(
         "are_deterministic_algorithms_enabled",
     }
 )
+# what fetches a tensor's values as Python ones: `v.item()`, `v.tolist()`, `v.numpy()`, `float(v)`
+HOST_VALUE_METHODS = frozenset({"item", "tolist", "numpy"})
+HOST_VALUE_CALLS = frozenset({"int", "float", "bool"})
 # what a tensor tells about itself without reading its values (no graph, no sync)
 TENSOR_METADATA = frozenset(
     {

@@ -7,6 +7,8 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .kinds import HOST_VALUE_CALLS, HOST_VALUE_METHODS
+
 N = TypeVar("N", bound=ast.AST)
 T = TypeVar("T")
 
@@ -115,6 +117,16 @@ def parameters(func: ast.AST) -> set[str]:
     return {a.arg for a in every if a is not None}
 
 
+def parameter_default(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast.AST | None:
+    """The default value of a function's parameter (`n_bins` in `def f(x, n_bins=15)`), or None
+    when it has none."""
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults))
+    defaults |= {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
+    return defaults.get(name)
+
+
 @per_node
 def sole_bindings(scope: ast.AST) -> dict[str, tuple[ast.AST, int | None]]:
     """What each name holds wherever it is read in `scope`, for the names one plain assignment
@@ -161,31 +173,51 @@ def sole_binding(scope: ast.AST, name: str) -> tuple[ast.AST, int | None] | None
 
 
 # Python conversions of a tensor (TM106: attributes read only this way stay on the host)
-_HOST_VALUE_METHODS = frozenset({"item", "tolist", "numpy"})
-_HOST_VALUE_CALLS = frozenset({"int", "float", "bool"})
 
 
-def _host_read(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+@per_node
+def parents_of(tree: ast.AST) -> dict[int, ast.AST]:
+    """`id(node)` -> the node it is a child of, for every node under `tree`; worked out once
+    per tree (callers must not change it)."""
+    return {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+
+
+@per_node
+def _self_reads(cls: ast.AST) -> dict[str, list[ast.Attribute]]:
+    """`self.<attr>` reads in a class, by attribute name."""
+    out: dict[str, list[ast.Attribute]] = {}
+    for n in ast.walk(cls):
+        if (
+            isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+        ):
+            out.setdefault(n.attr, []).append(n)
+    return out
+
+
+def _host_read(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
     """`v.item()`, `v[i].tolist()`, `float(v)`: the read fetches a Python value."""
-    parent = parents.get(node)
+    parent = parents.get(id(node))
     while isinstance(parent, ast.Subscript) and parent.value is node:
-        node, parent = parent, parents.get(parent)
-    if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _HOST_VALUE_METHODS:
-        return isinstance(parents.get(parent), ast.Call)
+        node, parent = parent, parents.get(id(parent))
+    if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in HOST_VALUE_METHODS:
+        return isinstance(parents.get(id(parent)), ast.Call)
     return (
         isinstance(parent, ast.Call)
         and isinstance(parent.func, ast.Name)
-        and parent.func.id in _HOST_VALUE_CALLS
+        and parent.func.id in HOST_VALUE_CALLS
         and parent.args == [node]
     )
 
 
-def _loop_target(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> tuple[list[ast.AST], ast.Name] | None:
+def _loop_target(node: ast.AST, parents: dict[int, ast.AST]) -> tuple[list[ast.AST], ast.Name] | None:
     """`for v in node`, `for a, b in zip(node, other)`, `for i, v in enumerate(node[1:])`,
     `[f(v) for v in node]`: where the loop reads its elements, and the name that takes them."""
-    parent = parents.get(node)
+    parent = parents.get(id(node))
     if isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.slice, ast.Slice):
-        node, parent = parent, parents.get(parent)
+        node, parent = parent, parents.get(id(parent))
     index = None
     if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and node in parent.args:
         if parent.func.id == "zip":
@@ -194,11 +226,11 @@ def _loop_target(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> tuple[list[a
             index = 1
         else:
             return None
-        node, parent = parent, parents.get(parent)
+        node, parent = parent, parents.get(id(parent))
     if isinstance(parent, ast.For) and parent.iter is node:
         scope: list[ast.AST] = list(parent.body)
-    elif isinstance(parent, ast.comprehension) and parent.iter is node and parent in parents:
-        scope = [parents[parent]]
+    elif isinstance(parent, ast.comprehension) and parent.iter is node and id(parent) in parents:
+        scope = [parents[id(parent)]]
     else:
         return None
     target = parent.target
@@ -215,33 +247,23 @@ def read_only_for_python(classes: list[ast.ClassDef], attr: str) -> bool:
     whose elements are read only with `.item()`/`float()`. Such a tensor (bin edges,
     thresholds) is host data: as a buffer it would follow the model to the GPU and each of
     those reads would wait for the device."""
-    parents: dict[ast.AST, ast.AST] = {}
+    reads = 0
     for cls in classes:
-        for parent in ast.walk(cls):
-            for child in ast.iter_child_nodes(parent):
-                parents[child] = parent
-    reads = [
-        n
-        for n in parents
-        if isinstance(n, ast.Attribute)
-        and isinstance(n.ctx, ast.Load)
-        and n.attr == attr
-        and isinstance(n.value, ast.Name)
-        and n.value.id == "self"
-    ]
-    for read in reads:
-        if _host_read(read, parents):
-            continue
-        loop = _loop_target(read, parents)
-        if loop is None:
-            return False
-        scope, name = loop
-        uses = [
-            n
-            for stmt in scope
-            for n in ast.walk(stmt)
-            if isinstance(n, ast.Name) and n.id == name.id and n is not name
-        ]
-        if not uses or not all(isinstance(n.ctx, ast.Load) and _host_read(n, parents) for n in uses):
-            return False
-    return bool(reads)
+        parents = parents_of(cls)
+        for read in _self_reads(cls).get(attr, ()):
+            reads += 1
+            if _host_read(read, parents):
+                continue
+            loop = _loop_target(read, parents)
+            if loop is None:
+                return False
+            scope, name = loop
+            uses = [
+                n
+                for stmt in scope
+                for n in ast.walk(stmt)
+                if isinstance(n, ast.Name) and n.id == name.id and n is not name
+            ]
+            if not uses or not all(isinstance(n.ctx, ast.Load) and _host_read(n, parents) for n in uses):
+                return False
+    return reads > 0

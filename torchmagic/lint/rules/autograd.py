@@ -25,7 +25,7 @@ from ..kinds import (
     TENSOR,
     TENSOR_METADATA,
 )
-from ..nodes import node_text, per_node, remember
+from ..nodes import node_text, parents_of, per_node, remember
 from ..registry import check
 from ._common import (
     call_chain,
@@ -550,7 +550,7 @@ def _swap_kind(ctx: Context, value: ast.AST, owner: str, depth: int = 0) -> str:
             if not (ctx.qualname(f) or "").startswith("torch."):
                 return "convert"  # `fn(param.data)`: whatever fn does to dtype and device
             same_ops = False
-    parents = {id(c): n for n in ast.walk(value) for c in ast.iter_child_nodes(n)}
+    parents = parents_of(value)
 
     def operand(n: ast.AST) -> bool:
         """The owner itself (or its `.data`/`.grad`), not the root of another attribute."""
@@ -647,7 +647,7 @@ def _bound_for_metadata_only(ctx: Context, node: ast.Attribute) -> bool:
     fn = ctx.frame.node
     if not isinstance(target, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    parents = {id(c): n for n in ast.walk(fn) for c in ast.iter_child_nodes(n)}
+    parents = parents_of(fn)
     uses = [
         n
         for n in ast.walk(fn)

@@ -11,10 +11,31 @@ from ...report import Fix
 from ..accelerator import device_type_of_literal, in_cpu_branch
 from ..context import Context, grad_context
 from ..fixes import fix_of
-from ..kinds import DTYPE, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_KINDS, TENSOR_METADATA
-from ..nodes import has_kwargs_splat, keyword, read_only_for_python, terminal_name
+from ..kinds import (
+    DTYPE,
+    HOST_VALUE_CALLS,
+    HOST_VALUE_METHODS,
+    MODULE,
+    NEW_TENSOR_FUNCS,
+    NUMBER,
+    PARAMETER,
+    TENSOR,
+    TENSOR_KINDS,
+    TENSOR_METADATA,
+)
+from ..nodes import (
+    has_kwargs_splat,
+    keyword,
+    parameter_default,
+    parameters,
+    parents_of,
+    per_node,
+    read_only_for_python,
+    remember,
+    terminal_name,
+)
 from ..registry import check
-from ._common import chain_nodes, chain_root, switches_grad_off, unparse, unparse_operand
+from ._common import chain_nodes, chain_root, name_like, switches_grad_off, unparse, unparse_operand
 from .devices import _tensorless_loss, cuda_only, under_cuda_guard
 
 FACTORIES = NEW_TENSOR_FUNCS | {"logspace", "as_tensor", "normal"}
@@ -66,7 +87,7 @@ def _counts_gpus(ctx: Context, call: ast.Call) -> bool:
                     and not isinstance(c.value, bool)
                     for c in (sub.left, *sub.comparators)
                 )
-                and _mentions_gpus(sub)
+                and any(name_like(n, "cuda", "gpu") for n in ast.walk(sub))
             ):
                 pairs = [
                     (type(op), c.value)
@@ -75,15 +96,6 @@ def _counts_gpus(ctx: Context, call: ast.Call) -> bool:
                 ]
                 if not (len(sub.ops) == 1 and pairs and pairs[0] in presence):
                     return True
-    return False
-
-
-def _mentions_gpus(node: ast.AST) -> bool:
-    """`torch.cuda.device_count()`, `args.ngpu`, `n_gpus`: a name that speaks of GPUs."""
-    for sub in ast.walk(node):
-        text = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
-        if "cuda" in text.lower() or "gpu" in text.lower():
-            return True
     return False
 
 
@@ -100,7 +112,6 @@ def _numbers_only(ctx: Context, call: ast.Call) -> bool:
 
 # ---- TM101: a tensor read back only as Python values is host bookkeeping ---------------
 
-_HOST_METHODS = frozenset({"item", "tolist", "numpy"})
 _HOST_CALLS = frozenset({"int", "float", "bool", "list", "tuple", "range", "len"})
 _TESTS = (ast.If, ast.While, ast.IfExp, ast.Assert)
 
@@ -114,7 +125,8 @@ def _read_back_on_host(ctx: Context, call: ast.Call) -> bool:
     fn = ctx.frame.node
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    parents = {id(c): n for n in ast.walk(fn) for c in ast.iter_child_nodes(n)}
+    parents = parents_of(fn)
+    loads = _function_uses(fn).reads
     todo: list[ast.AST] = [call]
     seen: set[str] = set()
     reads = 0
@@ -125,11 +137,7 @@ def _read_back_on_host(ctx: Context, call: ast.Call) -> bool:
         reads += not names
         for name in names - seen:
             seen.add(name)
-            todo.extend(
-                n
-                for n in ast.walk(fn)
-                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-            )
+            todo.extend(loads.get(name, ()))
     return reads > 0
 
 
@@ -191,7 +199,7 @@ def _host_use(up: ast.AST | None, node: ast.AST, parents: dict[int, ast.AST]) ->
     """`node.tolist()`, `int(node)`, `xs[a:node]`, `if node == 0:`: a read of a Python value."""
     if isinstance(up, ast.Slice):
         return True
-    if isinstance(up, ast.Attribute) and up.value is node and up.attr in _HOST_METHODS:
+    if isinstance(up, ast.Attribute) and up.value is node and up.attr in HOST_VALUE_METHODS:
         return isinstance(parents.get(id(up)), ast.Call)
     if isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id in _HOST_CALLS:
         return node in up.args
@@ -542,7 +550,7 @@ def _shared_global_flag(ctx: Context, flag: ast.Name) -> bool:
     """`if train_on_gpu:` with a module-level flag that the code outside the class also reads
     (`if train_on_gpu: net.cuda()`): module and caller follow the same switch."""
     name = flag.id
-    if name in ctx.frame.names or not ("cuda" in name.lower() or "gpu" in name.lower()):
+    if name in ctx.frame.names or not name_like(flag, "cuda", "gpu"):
         return False
     inside = sum(
         1 for cls in _class_nodes(ctx) for n in ast.walk(cls) if isinstance(n, ast.Name) and n.id == name
@@ -769,14 +777,10 @@ def _plain_name(name: str, fn: ast.AST, plain: Any) -> bool:
     """A parameter with a constant default (`n_bins=15`), or a local bound only to plain values."""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    a = fn.args
-    positional = [*a.posonlyargs, *a.args]
-    defaults = dict(zip([p.arg for p in positional][len(positional) - len(a.defaults) :], a.defaults))
-    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
-    if name in defaults:
-        d = defaults[name]
+    d = parameter_default(fn, name)
+    if d is not None:
         return isinstance(d, ast.Constant) and d.value is not None
-    if name in {p.arg for p in (*positional, *a.kwonlyargs, a.vararg, a.kwarg) if p is not None}:
+    if name in parameters(fn):
         return False
     values: list[ast.AST] = []
     for sub in ast.walk(fn):
@@ -883,9 +887,9 @@ def _reads_on_host(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> boo
     for sub in ast.walk(fn):
         if not isinstance(sub, ast.Call):
             continue
-        if isinstance(sub.func, ast.Attribute) and sub.func.attr in _HOST_READS:
+        if isinstance(sub.func, ast.Attribute) and sub.func.attr in HOST_VALUE_METHODS:
             reads = [sub.func.value]
-        elif isinstance(sub.func, ast.Name) and sub.func.id in ("int", "float", "bool"):
+        elif isinstance(sub.func, ast.Name) and sub.func.id in HOST_VALUE_CALLS:
             reads = list(sub.args)
         else:
             continue
@@ -1065,9 +1069,6 @@ def _shared_global_device(ctx: Context, target: ast.AST) -> bool:
     return len(pattern.findall(ctx.document)) > inside
 
 
-_HOST_READS = frozenset({"numpy", "tolist", "item"})
-
-
 def _read_on_host(ctx: Context, call: ast.Call) -> bool:
     """`.cpu()` that fetches values for Python (`idx.nonzero().cpu().tolist()`, or a name the
     method later reads with `.item()`/`.numpy()`/`.tolist()`): host-side indices or numbers,
@@ -1076,7 +1077,7 @@ def _read_on_host(ctx: Context, call: ast.Call) -> bool:
     stack = ctx.stack
     i = len(stack) - 1
     while i >= 1 and isinstance(stack[i], ast.Attribute) and isinstance(stack[i - 1], ast.Call):
-        if stack[i].attr in _HOST_READS:  # type: ignore[attr-defined]
+        if stack[i].attr in HOST_VALUE_METHODS:  # type: ignore[attr-defined]
             return True
         node, i = stack[i - 1], i - 2
     holder = stack[i] if i >= 0 else None
@@ -1089,7 +1090,7 @@ def _read_on_host(ctx: Context, call: ast.Call) -> bool:
     return any(
         isinstance(sub, ast.Call)
         and isinstance(sub.func, ast.Attribute)
-        and sub.func.attr in _HOST_READS
+        and sub.func.attr in HOST_VALUE_METHODS
         and any(isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(sub.func.value))
         for sub in ast.walk(fn)
     )
@@ -1887,7 +1888,7 @@ def _frozen_submodules(ctx: Context) -> set[str]:
 
 
 # reads of a tensor that carry no gradient onward (`h.shape`, `len(h)`, `print(h)`)
-_NO_GRADIENT_READS = _DATA_META | frozenset({"requires_grad", "ndim", "is_leaf", "item", "tolist", "numpy"})
+_NO_GRADIENT_READS = _DATA_META | HOST_VALUE_METHODS | {"requires_grad", "is_leaf"}
 _NO_GRADIENT_CALLS = frozenset({"len", "isinstance", "type", "print", "id", "repr", "str"})
 _Pos = tuple[int, int]
 
@@ -1992,18 +1993,15 @@ class _Uses:
         return True
 
 
-_USES: WeakKeyDictionary[ast.AST, _Uses] = WeakKeyDictionary()
+@per_node
+def _function_uses(fn: ast.AST) -> _Uses:
+    return _Uses(fn)
 
 
 def _uses(ctx: Context) -> _Uses | None:
     """The bindings and reads of the function being walked (built once per function)."""
     fn = ctx.frame.node
-    if fn is None:
-        return None
-    uses = _USES.get(fn)
-    if uses is None:
-        uses = _USES[fn] = _Uses(fn)
-    return uses
+    return None if fn is None else _function_uses(fn)
 
 
 def _gradient_goes_around(ctx: Context, node: ast.AST, expr: ast.AST) -> bool:
@@ -2237,7 +2235,14 @@ def _integer_call(ctx: Context, uses: _Uses, call: ast.Call, depth: int) -> bool
 
 
 def _embedding_attrs(ctx: Context) -> set[str]:
-    """`self.<attr>` built as `nn.Embedding(...)` in the class: its input is token ids."""
+    """`self.<attr>` built as `nn.Embedding(...)` in the class or its bases: its input is token
+    ids. Worked out once per class."""
+    if ctx.cls is None:
+        return set()
+    return remember(ctx.cls.node, "tm107.embedding_attrs", lambda: _find_embedding_attrs(ctx))
+
+
+def _find_embedding_attrs(ctx: Context) -> set[str]:
     out: set[str] = set()
     for cls in _class_nodes(ctx):
         for sub in ast.walk(cls):
@@ -2342,8 +2347,6 @@ def _binding_used_as_integer(ctx: Context, uses: _Uses, name: str, bound: _Pos, 
 
 
 # Python conversions of a tensor: what they return has no graph, stop-gradient or not
-_TO_PYTHON_CALLS = frozenset({"int", "float", "bool"})
-_TO_PYTHON_METHODS = frozenset({"tolist", "item", "numpy"})
 
 
 def _leaves_for_python(ctx: Context, node: ast.AST) -> bool:
@@ -2355,7 +2358,7 @@ def _leaves_for_python(ctx: Context, node: ast.AST) -> bool:
     while i >= 0:
         parent = stack[i]
         if isinstance(parent, ast.Attribute) and parent.value is node:
-            if parent.attr in _TO_PYTHON_METHODS:
+            if parent.attr in HOST_VALUE_METHODS:
                 return True
             if i >= 1 and isinstance(stack[i - 1], ast.Call) and stack[i - 1].func is parent:  # type: ignore[attr-defined]
                 node, i = stack[i - 1], i - 2
@@ -2365,7 +2368,7 @@ def _leaves_for_python(ctx: Context, node: ast.AST) -> bool:
             node, i = parent, i - 1
             continue
         if isinstance(parent, ast.Call) and node in parent.args:
-            if isinstance(parent.func, ast.Name) and parent.func.id in _TO_PYTHON_CALLS:
+            if isinstance(parent.func, ast.Name) and parent.func.id in HOST_VALUE_CALLS:
                 return len(parent.args) == 1
             if _call_name(ctx, parent) == "pack_padded_sequence":
                 return parent.args[1:2] == [node]
@@ -2457,12 +2460,8 @@ def _optional_argument(ctx: Context, test: ast.AST) -> tuple[str, bool] | None:
     fn = ctx.frame.node
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    a = fn.args
-    positional = [*a.posonlyargs, *a.args]
-    defaults = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults) :]], a.defaults))
-    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
     name = test.left.id
-    default = defaults.get(name)
+    default = parameter_default(fn, name)
     if not (isinstance(default, ast.Constant) and default.value is None):
         return None
     return name, isinstance(test.ops[0], ast.Is)

@@ -33,7 +33,7 @@ from ..kinds import (
     STRING,
     TENSOR_KINDS,
 )
-from ..nodes import keyword, own_nodes, per_node, sole_binding, terminal_name
+from ..nodes import keyword, own_nodes, parameter_default, parents_of, per_node, sole_binding, terminal_name
 from ..registry import check
 from ..walker import is_step_loop
 from ._common import format_template, unparse, unparse_operand
@@ -189,7 +189,7 @@ def _small_int(ctx: Context, node: ast.AST) -> bool:
         return isinstance(node.value, int) and node.value <= MAX_SHORT_LOOP
     func = ctx.frame.node
     if isinstance(node, ast.Name) and isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        default = _parameter_default(func, node.id)
+        default = parameter_default(func, node.id)
         return default is not None and _small_int(ctx, default) and not isinstance(default, ast.Name)
     return False
 
@@ -323,19 +323,11 @@ def _int_value(ctx: Context, node: ast.AST, scope: ast.AST | None, depth: int) -
         return None
     func = scope if scope is not None else ctx.frame.node
     if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        default = _parameter_default(func, node.id)
+        default = parameter_default(func, node.id)
         if default is not None:
             return _int_value(ctx, default, None, depth + 1) if isinstance(default, ast.Constant) else None
     found = _value(ctx, node, scope)
     return _int_value(ctx, found[0], found[1], depth + 1) if found is not None and found[1] is scope else None
-
-
-def _parameter_default(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> ast.AST | None:
-    args = func.args
-    positional = [*args.posonlyargs, *args.args]
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults))
-    defaults |= {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
-    return defaults.get(name)
 
 
 def _self_attribute(ctx: Context, node: ast.Attribute) -> tuple[ast.AST, ast.AST] | None:
@@ -882,7 +874,7 @@ def _reads_each_element(ctx: Context, loop: ast.AST, value: ast.AST | None) -> b
 def _read_keys(ctx: Context, expr: ast.AST) -> set[str]:
     """The tensors an expression reads, as dotted names (`(pred == y).sum()` -> {pred, y},
     `self.loss` -> {self.loss}); not the functions and modules it calls (`F.relu`, `model`)."""
-    parents = {id(c): n for n in ast.walk(expr) for c in ast.iter_child_nodes(n)}
+    parents = parents_of(expr)
     keys: set[str] = set()
     for n in ast.walk(expr):
         if not isinstance(n, (ast.Name, ast.Attribute)) or isinstance(parents.get(id(n)), ast.Attribute):
