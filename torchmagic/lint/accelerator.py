@@ -23,7 +23,16 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS
-from .nodes import has_kwargs_splat, keyword, own_nodes, parameters, parents_of, per_node, sole_bindings
+from .nodes import (
+    has_kwargs_splat,
+    keyword,
+    own_nodes,
+    parameters,
+    parents_of,
+    per_node,
+    remember,
+    sole_bindings,
+)
 
 if TYPE_CHECKING:
     from .context import Context
@@ -418,6 +427,7 @@ _DEVICE_ATTRS = frozenset({"device", "is_cuda", "is_mps", "is_xpu", "get_device"
 _MAX_HOST_DEPTH = 4
 
 
+@per_node
 def _looks_at_devices(func: ast.AST) -> bool:
     """The function tests or names a device (`x.is_cuda`, `x.device`, a `device` argument,
     "cuda"): its tensors may be on either, depending on the branch."""
@@ -748,7 +758,15 @@ def _enclosing(parents: dict[int, ast.AST], node: ast.AST, kind: Any) -> Any:
 def _call_sites(ctx: Context, tree: ast.AST, func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
     """Every call of `func` in `tree`, when they can all be seen: a module-level function whose
     name is only ever called, or the `forward` of a class whose instances are only built into a
-    name or `self.<attr>` and then only called (or asked for another method); empty otherwise."""
+    name or `self.<attr>` and then only called (or asked for another method); empty otherwise.
+    Worked out once per function: each read of a parameter asks, and each answer walks the
+    whole tree."""
+    return remember(func, "call_sites", lambda: _find_call_sites(ctx, tree, func))
+
+
+def _find_call_sites(
+    ctx: Context, tree: ast.AST, func: ast.FunctionDef | ast.AsyncFunctionDef
+) -> list[ast.Call]:
     parents = parents_of(tree)
     cls = _enclosing(parents, func, ast.ClassDef)
     if cls is None:
@@ -901,6 +919,13 @@ def _from_host(
     )
 
 
+@per_node
+def _plain_assignments(scope: ast.AST) -> dict[int, ast.Assign]:
+    """`id(target)` -> the `target = value` statement, for the targets of the scope's own
+    assignments."""
+    return {id(t): stmt for stmt in own_nodes(scope) if isinstance(stmt, ast.Assign) for t in stmt.targets}
+
+
 def _bindings_before(scope: ast.AST, node: ast.Name) -> list[ast.AST] | None:
     """The values `node` may hold where it is read: every plain assignment of it in `scope` from
     the last one at the top of the function body before the read on; None when no such top-level
@@ -921,10 +946,11 @@ def _bindings_before(scope: ast.AST, node: ast.Name) -> list[ast.AST] | None:
             first = stmt.lineno
     if first is None:
         return None
+    assigned = _plain_assignments(scope)
     values: list[ast.AST] = []
     for n in own_nodes(scope):
         if isinstance(n, ast.Name) and n.id == node.id and not isinstance(n.ctx, ast.Load):
-            stmt = next((p for p in own_nodes(scope) if isinstance(p, ast.Assign) and n in p.targets), None)
+            stmt = assigned.get(id(n))
             if stmt is None:
                 return []
             if stmt.lineno >= first:

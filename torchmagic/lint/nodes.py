@@ -95,9 +95,11 @@ def is_atom(node: ast.AST) -> bool:
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
+@per_node
 def own_nodes(scope: ast.AST) -> list[ast.AST]:
     """The nodes of a function's (or module's) own body: not those inside the functions,
-    classes and lambdas it defines, whose names live in scopes of their own."""
+    classes and lambdas it defines, whose names live in scopes of their own. Worked out once
+    per scope; callers must not change the list."""
     out: list[ast.AST] = []
     todo = list(ast.iter_child_nodes(scope))
     while todo:
