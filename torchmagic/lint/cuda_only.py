@@ -12,7 +12,7 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from .nodes import remember
+from .nodes import remember, terminal_name
 from .source import prepare
 
 # libraries that only run on an NVIDIA GPU: code built on them cannot run without CUDA anyway
@@ -79,24 +79,20 @@ def _survives_import_error(node: ast.Try) -> bool:
         names = (
             [caught] if caught is None or not isinstance(caught, ast.Tuple) else list(caught.elts)  # type: ignore[list-item]
         )
-        if not any(n is None or _terminal(n) in _IMPORT_ERRORS for n in names):
+        if not any(n is None or terminal_name(n) in _IMPORT_ERRORS for n in names):
             continue
-        stops = any(
-            isinstance(s, ast.Raise)
-            or (
-                isinstance(s, ast.Expr)
-                and isinstance(s.value, ast.Call)
-                and ast.unparse(s.value.func) in _EXITS
-            )
-            for s in handler.body
-        )
-        if not stops:
+        if not any(_stops(s) for s in handler.body):
             return True
     return False
 
 
-def _terminal(node: ast.AST) -> str:
-    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+def _stops(stmt: ast.stmt) -> bool:
+    """`raise ...` or `sys.exit(...)`: the program ends here."""
+    return isinstance(stmt, ast.Raise) or (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and ast.unparse(stmt.value.func) in _EXITS
+    )
 
 
 def _says_cuda_only(node: ast.AST, library_only: bool) -> bool:
@@ -105,14 +101,7 @@ def _says_cuda_only(node: ast.AST, library_only: bool) -> bool:
     if isinstance(node, ast.Assert):
         return bool(_CUDA_PRESENT.match(ast.unparse(node.test)))
     if isinstance(node, ast.If) and _CUDA_ABSENT.match(ast.unparse(node.test)) and node.body:
-        last = node.body[-1]
-        if isinstance(last, ast.Raise):
-            return True
-        return (
-            isinstance(last, ast.Expr)
-            and isinstance(last.value, ast.Call)
-            and ast.unparse(last.value.func) in _EXITS
-        )
+        return _stops(node.body[-1])
     if isinstance(node, ast.Import):
         return any(_cuda_only_library(a.name) for a in node.names)
     if isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -136,23 +125,34 @@ def _cuda_only_library(module: str) -> bool:
     return any(module == lib or module.startswith(lib + ".") for lib in _CUDA_ONLY_LIBRARIES)
 
 
-@lru_cache(maxsize=16)
 def text_declares_cuda_only(text: str) -> bool:
     """`declares_cuda_only` of a whole document (a notebook around its cells, asked once per
-    cell: the answer is kept)."""
-    return _text_declares(text, library_only=False)
-
-
-def _text_declares(text: str, *, library_only: bool) -> bool:
-    if not (_LIBRARY_MENTIONS if library_only else _MENTIONS).search(text):
+    cell: the parse is kept)."""
+    if not _MENTIONS.search(text):
         return False
+    tree = parsed_document(text)
+    return tree is not None and declares_cuda_only(tree)
+
+
+def _parse(text: str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse(prepare(text).python)
+            return ast.parse(prepare(text).python)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+# the whole notebook around a cell, asked about by each of its cells (project files are
+# parsed once each and not kept)
+parsed_document = lru_cache(maxsize=16)(_parse)
+
+
+def _file_uses_cuda_only_library(text: str) -> bool:
+    if not _LIBRARY_MENTIONS.search(text):
         return False
-    return declares_cuda_only(tree, library_only=library_only)
+    tree = _parse(text)
+    return tree is not None and declares_cuda_only(tree, library_only=True)
 
 
 def _is_test_file(name: str) -> bool:
@@ -201,6 +201,6 @@ def project_cuda_only(root: Path) -> str | None:
                 continue
             if not any(token in data for token in _LIBRARY_TOKENS):
                 continue  # the usual case, found at memory speed
-            if _text_declares(data.decode("utf-8", errors="replace"), library_only=True):
+            if _file_uses_cuda_only_library(data.decode("utf-8", errors="replace")):
                 return str(file.relative_to(root))
     return None

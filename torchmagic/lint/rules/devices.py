@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from dataclasses import dataclass, field
-from functools import lru_cache
 from types import SimpleNamespace
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
 from ..accelerator import CPU, device_type_of_literal, where
 from ..context import Context
-from ..cuda_only import declares_cuda_only, text_declares_cuda_only
+from ..cuda_only import declares_cuda_only, parsed_document, text_declares_cuda_only
 from ..fixes import fix_of
 from ..nodes import has_kwargs_splat, keyword, per_node, terminal_name
 from ..registry import check
-from ..source import prepare
 from ._common import (
     chain_root,
     format_template,
@@ -451,21 +448,11 @@ def _always_on_cuda(ctx: Context, tree: ast.Module) -> bool:
     if ctx.project_cuda_only or declares_cuda_only(tree):
         return True
     if ctx.wider_document:
-        whole = _parsed(ctx.document)
+        whole = parsed_document(ctx.document)
         return whole is not None and (declares_cuda_only(whole) or _runs_only_on_cuda(whole))
     if isinstance(ctx.namespace, dict) and "device" in ctx.namespace:
         return False  # a kernel that chose a device in an earlier cell
     return _runs_only_on_cuda(tree)
-
-
-@lru_cache(maxsize=16)
-def _parsed(text: str) -> ast.Module | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(prepare(text).python)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
 
 
 @per_node
