@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import SimpleNamespace
 from weakref import WeakKeyDictionary
 
@@ -507,28 +508,36 @@ def _saved_in_kernel_history(ctx: Context) -> set[str]:
     out: set[str] = set()
     earlier = history[:-1] if ctx.post_run else history  # after the run, the cell is the last entry
     for source in earlier[-200:]:
-        if not isinstance(source, str) or "save" not in source or source.strip() == current:
-            continue
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError):
-            continue
-        for stmt in tree.body:
-            for call in ast.walk(stmt):
-                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    break
-                if not (
-                    isinstance(call, ast.Call)
-                    and isinstance(call.func, ast.Attribute)
-                    and call.func.attr == "save"
-                    and isinstance(call.func.value, ast.Name)
-                    and call.func.value.id == "torch"
-                ):
-                    continue
-                f = keyword(call, "f") or (call.args[1] if len(call.args) >= 2 else None)
-                if f is not None:
-                    out |= _file_keys(ast.unparse(f), _name_template(f))
+        if isinstance(source, str) and "save" in source and source.strip() != current:
+            out |= _top_level_saves(source)
     return out
+
+
+@lru_cache(maxsize=256)
+def _top_level_saves(source: str) -> frozenset[str]:
+    """`_file_keys` of what one cell's top level `torch.save`s; cells of the history are asked
+    again after every later cell, and their text never changes."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return frozenset()
+    out: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for call in ast.walk(stmt):
+            if not (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "save"
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "torch"
+            ):
+                continue
+            f = keyword(call, "f") or (call.args[1] if len(call.args) >= 2 else None)
+            if f is not None:
+                out |= _file_keys(ast.unparse(f), _name_template(f))
+    return frozenset(out)
 
 
 def _map_location_fix(ctx: Context, load: _Load) -> Fix | None:

@@ -528,9 +528,11 @@ def _index_name(loop: ast.AST) -> str | None:
     return None
 
 
+@per_node
 def _index_stops(loop: ast.AST) -> list[ast.AST]:
     """`N` of each `if i == N: break` (or `>=`, `>`, or a `return`) in the loop's own body, on
-    its enumerate/range index `i`: where the loop stops counting."""
+    its enumerate/range index `i`: where the loop stops counting (kept on the loop; callers
+    must not change the list)."""
     index = _index_name(loop)
     if index is None:
         return []
@@ -552,7 +554,6 @@ def _index_stops(loop: ast.AST) -> list[ast.AST]:
     return out
 
 
-@per_node
 def _stops_at_index(loop: ast.AST) -> bool:
     """`if i == 4: break` (or `i >= 8`) on the loop's index and a small number: it runs a
     handful of iterations (a few validation batches to plot)."""
