@@ -191,7 +191,9 @@ def test_unreadable_file_is_reported(tmp_path: Path) -> None:
 
 
 def test_select_and_ignore_take_ids_and_prefixes(tmp_path: Path) -> None:
-    (tmp_path / "a.py").write_text("import torch\nm = torch.load('a.pt')\nx = torch.zeros(2).cuda()\n")
+    (tmp_path / "a.py").write_text(
+        "import torch\nm = torch.load('a.pt')\nif torch.cuda.is_available():\n    print('gpu')\nx = torch.zeros(2).cuda()\n"
+    )
     assert {line.split()[1] for line in run("check", "a.py", cwd=tmp_path).stdout.splitlines()} == {
         "TM201",
         "TM203",
@@ -284,7 +286,9 @@ def test_a_missing_path_is_reported_and_the_rest_still_checked(tmp_path: Path) -
 
 def test_summary_counts_files_and_findings_by_severity(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text(SYNC)
-    (tmp_path / "b.py").write_text("import torch\nm = torch.load('x')\nn = torch.nn.Linear(2, 2).cuda()\n")
+    (tmp_path / "b.py").write_text(
+        "import torch\nm = torch.load('x')\nuse_cuda = torch.cuda.is_available()\nn = torch.nn.Linear(2, 2).cuda()\n"
+    )
     r = run("check", ".", "--format", "json", cwd=tmp_path)
     assert json.loads(r.stdout)  # stdout stays pure JSON
     assert r.stderr.startswith("torchmagic: 2 files · 3 findings (2 warnings, 1 info) · ")

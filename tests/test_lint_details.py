@@ -11,6 +11,10 @@ def only(code: str, rule: str):
     return found[0]
 
 
+def _rules(code: str) -> list[str]:
+    return [f.rule for f in check_source(code)]
+
+
 def test_TM301_every_n_steps_is_the_advice_itself_and_every_step_is_flagged() -> None:
     code = (
         "import torch\n"
@@ -261,28 +265,68 @@ def test_TM701_an_element_loop_without_windows_keeps_the_general_hint() -> None:
     assert "element by element" in f.message and "unfold" not in f.hint
 
 
-def test_TM203_a_state_dict_loaded_in_code_that_always_runs_on_cuda_is_info() -> None:
+def test_TM203_code_on_the_default_gpu_only_restores_its_checkpoints_where_they_belong() -> None:
     code = (
         "import torch\n"
         "net = Net().cuda()\n"
         "net.load_state_dict(torch.load(path))\n"
+        "ckpt = torch.load(other)\n"
         "for x in loader:\n"
-        "    net(x.cuda())\n"
+        "    net(x.cuda() * ckpt['scale'])\n"
+    )
+    assert _rules(code).count("TM203") == 0
+    assert (
+        _rules(code.replace("net = Net().cuda()", "device = 'cuda'\nnet = Net().to(device)")).count("TM203")
+        == 0
+    )
+    # anything that lets the code run on the CPU makes a GPU checkpoint a hazard again
+    for cpu_path in (
+        "if args.cuda:\n    net = net.cuda()\n",
+        "use_cuda = torch.cuda.is_available()\n",
+        "cpu = torch.device('cpu')\n",
+        "device = args.device\n",
+        "def step(net, device):\n    pass\n",
+        "parser.add_argument('--no-cuda', action='store_true')\n",
+        "if args.ngpu > 0:\n    net = nn.DataParallel(net)\n",
+        "if args.gpu >= 0:\n    net = net.cuda(args.gpu)\n",
+        "if x.device.type == 'cuda':\n    pass\n",
+    ):
+        other = code.replace("net = Net().cuda()\n", "net = Net().cuda()\n" + cpu_path)
+        assert [f.severity for f in check_source(other) if f.rule == "TM203"] == ["warning", "warning"], (
+            cpu_path
+        )
+    # which GPU, or how many, is not whether: still no CPU path
+    for which in (
+        "if torch.cuda.device_count() > 1:\n    net = nn.DataParallel(net)\n",
+        "if args.gpu != 0:\n    quiet()\n",
+    ):
+        assert (
+            _rules(code.replace("net = Net().cuda()\n", "net = Net().cuda()\n" + which)).count("TM203") == 0
+        )
+
+
+def test_TM203_code_that_picks_its_gpus_hears_of_the_index_and_of_one_process_per_gpu() -> None:
+    code = (
+        "import torch\n"
+        "torch.cuda.set_device(args.gpu)\n"
+        "net = Net().cuda(args.gpu)\n"
+        "net.load_state_dict(torch.load(path))\n"
     )
     f = only(code, "TM203")
-    assert (f.line, f.severity) == (3, "info")
-    assert "GPU index" in f.message and 'map_location="cuda"' in f.hint
-    # kept as a whole, its tensors are used as they come: still a warning
-    kept = code.replace("net.load_state_dict(torch.load(path))", "ckpt = torch.load(path)")
-    assert only(kept, "TM203").severity == "warning"
-    # code that chooses its device has a CPU path a GPU checkpoint breaks: a warning
-    for chosen in (
-        "if args.cuda:\n    net = net.cuda()\n",
-        "device = 'cuda'\n",
-        "cpu = torch.device('cpu')\n",
-    ):
-        other = code.replace("net = Net().cuda()\n", "net = Net().cuda()\n" + chosen)
-        assert only(other, "TM203").severity == "warning", chosen
+    assert f.severity == "info" and "picks its GPU" in f.message and "`cuda:1`" in f.message
+    assert f.fix is not None and 'map_location="cuda"' in f.hint  # set_device: "cuda" is this process's GPU
+    ddp = code.replace("torch.cuda.set_device", "dist.init_process_group('nccl')\ntorch.cuda.set_device")
+    f = only(ddp, "TM203")
+    assert f.severity == "warning" and "every process puts its copy" in f.message
+    # the same file is loaded with `map_location` on the other branch: the index note only
+    mapped = ddp.replace(
+        "net.load_state_dict(torch.load(path))\n",
+        "if args.gpu is None:\n    net.load_state_dict(torch.load(path))\n"
+        "else:\n    net.load_state_dict(torch.load(path, map_location=f'cuda:{args.gpu}'))\n",
+    )
+    assert only(mapped, "TM203").severity == "info"
+    # no `set_device` and no `device` name: "cuda" would be GPU 0, not the picked one: no edit
+    assert only(code.replace("torch.cuda.set_device(args.gpu)\n", ""), "TM203").fix is None
 
 
 def test_TM601_a_module_reloaded_whole_gets_a_hint_for_both_lines() -> None:

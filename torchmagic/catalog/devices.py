@@ -68,14 +68,18 @@ RULES = [
         "warning",
         evidence=("static",),
         what="""
-            Flags `torch.load(f)` without `map_location=`. A state dict loaded straight into
-            `module.load_state_dict(torch.load(f))` in code that always runs on CUDA (it moves with a bare
-            `.cuda()` and never chooses a device: no test of a CUDA flag or of `torch.cuda.is_available()`,
-            no `device` name, no `"cpu"` literal; or it says it is CUDA-only) is reported as info: there is
-            no CPU path a GPU checkpoint could break and `load_state_dict` copies into the module's own
-            parameters, so only the GPU index matters (a file written from `cuda:1` fails where that GPU is
-            missing); the note says so and suggests `map_location="cuda"`. A checkpoint kept whole
-            (`ckpt = torch.load(f)`) stays a warning.
+            Flags `torch.load(f)` without `map_location=`. Code that cannot run without a GPU (no
+            path to the CPU: no test of a CUDA flag, of `torch.cuda.is_available()` or of a GPU count
+            against 0, no `"cpu"` literal, no device read from the command line or handed in by a
+            caller; or it says it is CUDA-only) is judged by where it puts its tensors. Left on the
+            default GPU (bare `.cuda()`, `"cuda"`), its checkpoints hold tensors of a GPU that exists
+            wherever the code runs at all: not flagged. Where it picks GPUs (`.cuda(args.gpu)`,
+            `torch.cuda.set_device`, `torch.device("cuda", rank)`, `device_ids=`), a file written
+            from another GPU is restored onto that one, or fails where it is missing: info. With one
+            process per GPU (`init_process_group`, `local_rank`, `DistributedDataParallel`) every
+            process puts its copy of the checkpoint on the one GPU it was saved from: a warning,
+            unless the same file is also loaded with `map_location` elsewhere in the code (the plain
+            load is then the author's single-process case: info).
             """,
         why="""
             The tensors are restored onto the device they were saved from: loading a GPU checkpoint
@@ -101,15 +105,16 @@ RULES = [
             `model.load_state_dict(torch.load(path + "/checkpoint.pth"))`); a data file, named like a dataset, corpus or
             vocabulary and not like a checkpoint (`torch.load(opt.data)`, `torch.load("vocab.pt")`, also through a name built
             by formatting: `fn = "corpus.{}.data".format(digest)`), which preprocessing
-            writes from the CPU. Checkpoints written by code that trains on a GPU, and files from elsewhere, are flagged
+            writes from the CPU; code that cannot run without a GPU and leaves everything on the default GPU. Checkpoints
+            written from a GPU by code that can also run on the CPU, and files from elsewhere, are flagged
             """,
         autofix="""
             Unsafe. Adds `map_location=device` when the code has a `device` name there (a module-level
             one counts for a load inside a function), otherwise `map_location="cpu"` when the code uses no
             accelerator at all (from there `.to(device)` still works). Code that uses the GPU without a
             `device` name gets no edit: the CPU would leave the loaded model away from its CUDA inputs;
-            a state dict loaded into `load_state_dict` in code that always runs on CUDA gets
-            `map_location="cuda"`, the GPU its bare `.cuda()` uses.
+            code that picks its GPU with `torch.cuda.set_device` and has no `device` name gets
+            `map_location="cuda"`, the GPU of the process.
             Unsafe because the tensors land on a different device than before, which is the point.
             """,
     ),

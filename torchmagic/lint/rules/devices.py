@@ -14,7 +14,8 @@ from ..accelerator import CPU, device_type_of_literal, where
 from ..context import Context
 from ..cuda_only import declares_cuda_only, parsed_document, text_declares_cuda_only
 from ..fixes import fix_of
-from ..nodes import has_kwargs_splat, keyword, per_node, terminal_name
+from ..gpu_placement import Placement, cuda_placement
+from ..nodes import has_kwargs_splat, keyword, terminal_name
 from ..registry import check
 from ._common import (
     chain_root,
@@ -188,6 +189,7 @@ class _Save:
 class _Files:
     loads: list[_Load] = field(default_factory=list)
     saves: list[_Save] = field(default_factory=list)
+    mapped: set[str] = field(default_factory=set)  # files loaded with `map_location`
 
 
 _files: WeakKeyDictionary[Context, _Files] = WeakKeyDictionary()
@@ -299,6 +301,9 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
     if q != "torch.load":
         return
     if keyword(call, "map_location") is not None or has_kwargs_splat(call) or len(call.args) >= 2:
+        path, _ = _path_of(ctx, keyword(call, "f") or (call.args[0] if call.args else None))
+        if path is not None:
+            files.mapped.add(path)
         return
     parent = ctx.parent
     if isinstance(parent, ast.Call) and parent.args and parent.args[0] is call:
@@ -381,6 +386,8 @@ def _decide_loads(ctx: Context, files: _Files, tree: ast.Module) -> None:
     # files earlier cells of the notebook saved at their top level (`Context.notes`)
     earlier_cells = set(ctx.notes.get(_SAVED_NOTE, {}))
     history: set[str] | None = None
+    placement: Placement | None = None
+    placement_known = False
     for load in files.loads:
         if load.scope is None:
             if earlier_cells & _file_keys(load.path, load.template):
@@ -407,8 +414,15 @@ def _decide_loads(ctx: Context, files: _Files, tree: ast.Module) -> None:
             continue  # `train(model)` saves it, then it is reloaded: same run, same device
         if _handed_to_a_saver(earlier, load):
             continue  # `early_stopping(loss, model, path)` saved it into `path` earlier in this run
-        if load.into is not None and _always_on_cuda(ctx, tree):
-            _flag_gpu_index(ctx, load)
+        if not placement_known:
+            placement, placement_known = _gpu_placement(ctx, tree), True
+        if placement is not None:
+            # no CPU path: the only device a checkpoint can name is a GPU. Code that leaves
+            # everything on the default GPU wrote its files from that GPU, which exists wherever
+            # the code runs at all
+            if placement.picks_gpus:
+                mapped = load.path is not None and load.path in files.mapped
+                _flag_picked_gpu(ctx, load, placement, mapped)
             continue
         ctx.flag(
             load.anchor,
@@ -424,65 +438,48 @@ def _decide_loads(ctx: Context, files: _Files, tree: ast.Module) -> None:
             saved.update(dict.fromkeys(_file_keys(save.path, save.template), True))
 
 
-def _flag_gpu_index(ctx: Context, load: _Load) -> None:
-    """`net.load_state_dict(torch.load(p))` in code that always runs on CUDA: `load_state_dict`
-    copies every value into the module's own parameters, and the code has no CPU path that a
-    GPU checkpoint could break, so what is left is the GPU the file names (a checkpoint written
-    from `cuda:1` does not load on a machine with one GPU) and a passing copy of the whole
-    checkpoint on that GPU. Worth a note, not a warning."""
-    edit = ctx.edits.add_keyword(load.call, 'map_location="cuda"')
+def _flag_picked_gpu(ctx: Context, load: _Load, placement: Placement, mapped: bool) -> None:
+    """A load without `map_location` in code that cannot run without a GPU and picks which
+    GPUs to use: the file names the GPU it was written from, which another run may not have
+    (or shares with other work); with one process per GPU, every process restores its copy
+    onto that one GPU, the pitfall the DDP tutorial warns about. `mapped`: the same file is
+    loaded with `map_location` elsewhere in this code, where the author wants it remapped."""
+    if placement.per_process and not mapped:
+        message = (
+            f"`{unparse(load.call)}` restores each tensor onto the GPU it was saved from: with one"
+            " process per GPU, every process puts its copy of the checkpoint on that one GPU."
+        )
+        severity = "warning"
+    else:
+        message = (
+            f"`{unparse(load.call)}` restores each tensor onto the GPU it was saved from: this code"
+            " picks its GPU, so a checkpoint written on another one (`cuda:1`) is restored there,"
+            " and fails to load on a machine without it."
+        )
+        severity = "info"
+    target = load.target or ('"cuda"' if placement.sets_device else None)
+    fix = None
+    if target is not None:
+        edit = ctx.edits.add_keyword(load.call, f"map_location={target}")
+        fix = fix_of(f"Load onto `{target}`", [edit], "unsafe")
     ctx.flag(
         load.anchor,
-        f"`{unparse(load.call)}` restores each tensor onto the GPU index it was saved from:"
-        " a checkpoint written from another GPU (`cuda:1`) fails to load where that GPU is missing.",
-        'Load onto this process\'s GPU: `torch.load(f, map_location="cuda")`; `load_state_dict`'
-        " copies the values into the module's own parameters either way.",
-        severity="info",
-        # `.cuda()` puts the module on the current GPU: "cuda" is that GPU
-        fix=fix_of('Load onto `"cuda"`', [edit], "unsafe"),
+        message,
+        f"Load onto the GPU this process uses: `torch.load(f, map_location={target or 'device'})`.",
+        severity=severity,
+        fix=fix,
     )
 
 
-def _always_on_cuda(ctx: Context, tree: ast.Module) -> bool:
-    """The code cannot run without a GPU: it says so (`cuda_only`), or it moves with `.cuda()`
-    and never chooses a device, read from the whole notebook around a cell when there is one."""
-    if ctx.project_cuda_only or declares_cuda_only(tree):
-        return True
+def _gpu_placement(ctx: Context, tree: ast.Module) -> Placement | None:
+    """Where code that cannot run without a GPU puts its tensors (`gpu_placement`), read from
+    the whole notebook around a cell when there is one; None where the code may run on the CPU."""
     if ctx.wider_document:
         whole = parsed_document(ctx.document)
-        return whole is not None and (declares_cuda_only(whole) or _runs_only_on_cuda(whole))
+        return None if whole is None else cuda_placement(whole, declared=ctx.project_cuda_only)
     if isinstance(ctx.namespace, dict) and "device" in ctx.namespace:
-        return False  # a kernel that chose a device in an earlier cell
-    return _runs_only_on_cuda(tree)
-
-
-@per_node
-def _runs_only_on_cuda(module: ast.AST) -> bool:
-    """The code moves things with `.cuda()` and never chooses a device: no test of a CUDA flag
-    or of `torch.cuda.is_available()` (`if args.cuda:`, `x.cuda() if use_cuda else x`), no
-    `device` name or `torch.device(...)`, no `"cpu"` literal. It cannot run without a GPU, so a
-    checkpoint's device only matters across GPU indices."""
-    moves = False
-    for n in ast.walk(module):
-        if isinstance(n, (ast.If, ast.IfExp, ast.While)) and _names_cuda_flag(n.test):
-            return False
-        if isinstance(n, ast.Name) and "device" in n.id.lower():
-            return False
-        if isinstance(n, ast.Attribute) and "device" in n.attr.lower():
-            return False
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower() in _OTHER_DEVICES:
-            return False
-        if (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "cuda"
-            and not (isinstance(n.func.value, ast.Name) and n.func.value.id == "torch")
-        ):
-            moves = True
-    return moves
-
-
-_OTHER_DEVICES = frozenset({"cpu", "mps", "xpu", "meta"})
+        return None  # a kernel that chose a device in an earlier cell
+    return cuda_placement(tree, declared=ctx.project_cuda_only)
 
 
 _SAVED_NOTE = "TM203.saved"  # ctx.notes key: files the notebook's cells saved at their top level
