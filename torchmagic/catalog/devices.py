@@ -77,9 +77,10 @@ RULES = [
             `torch.cuda.set_device`, `torch.device("cuda", rank)`, `device_ids=`), a file written
             from another GPU is restored onto that one, or fails where it is missing: info. With one
             process per GPU (`init_process_group`, `local_rank`, `DistributedDataParallel`) every
-            process puts its copy of the checkpoint on the one GPU it was saved from: a warning,
-            unless the same file is also loaded with `map_location` elsewhere in the code (the plain
-            load is then the author's single-process case: info).
+            process puts its copy of the checkpoint on the one GPU it was saved from: a warning. A
+            plain load of a file that the code also loads with `map_location` elsewhere (`if
+            args.gpu is None: torch.load(p)` / `else: torch.load(p, map_location=loc)`) is the
+            author's default-GPU case: not flagged.
             """,
         why="""
             The tensors are restored onto the device they were saved from: loading a GPU checkpoint

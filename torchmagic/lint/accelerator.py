@@ -289,7 +289,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
 
 
 # methods of a module class that could move plain tensor attributes along with the module
-_MOVES_ITSELF = frozenset({"_apply", "to", "cuda", "cpu"})
+# overriding one of these lets a class move whatever it keeps, plain tensor attributes included
+MOVES_ITSELF = frozenset({"_apply", "to", "cuda", "cpu"})
 
 
 def _plain_cpu_attribute(ctx: Context, node: ast.Attribute) -> bool:
@@ -302,7 +303,7 @@ def _plain_cpu_attribute(ctx: Context, node: ast.Attribute) -> bool:
     if not (isinstance(node.value, ast.Name) and node.value.id == "self") or cls is None or not ctx.stack:
         return False
     methods = {s.name: s for s in cls.node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    if _MOVES_ITSELF & methods.keys():
+    if MOVES_ITSELF & methods.keys():
         return False
     found = attribute_store(ctx.stack[0], cls.node, node.attr)
     return found is not None and _cpu_built(ctx, found[0], found[1], 0)

@@ -420,9 +420,11 @@ def _decide_loads(ctx: Context, files: _Files, tree: ast.Module) -> None:
             # no CPU path: the only device a checkpoint can name is a GPU. Code that leaves
             # everything on the default GPU wrote its files from that GPU, which exists wherever
             # the code runs at all
-            if placement.picks_gpus:
-                mapped = load.path is not None and load.path in files.mapped
-                _flag_picked_gpu(ctx, load, placement, mapped)
+            # the same file loaded with `map_location` elsewhere: the author remaps it where the
+            # GPU is picked (`if args.gpu is None: torch.load(p)` / `else: ..., map_location=loc`),
+            # and this plain load is the default-GPU case
+            if placement.picks_gpus and not (load.path is not None and load.path in files.mapped):
+                _flag_picked_gpu(ctx, load, placement)
             continue
         ctx.flag(
             load.anchor,
@@ -438,13 +440,12 @@ def _decide_loads(ctx: Context, files: _Files, tree: ast.Module) -> None:
             saved.update(dict.fromkeys(_file_keys(save.path, save.template), True))
 
 
-def _flag_picked_gpu(ctx: Context, load: _Load, placement: Placement, mapped: bool) -> None:
+def _flag_picked_gpu(ctx: Context, load: _Load, placement: Placement) -> None:
     """A load without `map_location` in code that cannot run without a GPU and picks which
     GPUs to use: the file names the GPU it was written from, which another run may not have
     (or shares with other work); with one process per GPU, every process restores its copy
-    onto that one GPU, the pitfall the DDP tutorial warns about. `mapped`: the same file is
-    loaded with `map_location` elsewhere in this code, where the author wants it remapped."""
-    if placement.per_process and not mapped:
+    onto that one GPU, the pitfall the DDP tutorial warns about."""
+    if placement.per_process:
         message = (
             f"`{unparse(load.call)}` restores each tensor onto the GPU it was saved from: with one"
             " process per GPU, every process puts its copy of the checkpoint on that one GPU."

@@ -8,7 +8,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
-from ..accelerator import device_type_of_literal, in_cpu_branch
+from ..accelerator import MOVES_ITSELF, device_type_of_literal, in_cpu_branch
 from ..context import Context, grad_context
 from ..fixes import fix_of
 from ..kinds import (
@@ -664,8 +664,6 @@ _REGISTERING = frozenset(
         "setattr",
     }
 )
-# overriding one of these can move whatever the class keeps
-_MOVE_METHODS = frozenset({"cuda", "cpu", "to", "_apply"})
 
 
 def _registers_nothing(ctx: Context, cls: ast.ClassDef) -> bool:
@@ -691,7 +689,7 @@ def _bare_class(ctx: Context, cls: ast.ClassDef) -> bool:
     if cls.keywords:
         return False
     for fn in cls.body:
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in _MOVE_METHODS:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in MOVES_ITSELF:
             return False
     for fn in (n for n in ast.walk(cls) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
         for sub in ast.walk(fn):
