@@ -131,7 +131,11 @@ RULES = [
         not_flagged="""
             `self.training` reads; `def train(self, mode=True)` overrides calling `super().train(mode)`;
             calls in `__init__` (no caller has set a mode yet while the module is built; `self.train()`
-            there is a no-op)
+            there is a no-op); `self.eval()` in an inference entry point (`generate`, `predict`,
+            `sample`, `synthesize`, ...), which needs eval mode for what it returns; calls in a method
+            that back-propagates or steps an optimizer itself (a whole training step). A `self.train()`
+            after `self.eval()` in an entry point is info: it forces training mode on the way out
+            whatever the caller had; the hint restores the caller's mode (`self.train(was_training)`)
             """,
     ),
     Rule(
@@ -159,7 +163,9 @@ RULES = [
         not_flagged="""
             the same constructs outside module classes, and in methods that `forward` does not call: `generate`, `predict`,
             `sample` are inference entry points, and weight initialisation or EMA updates write parameters in place and must
-            not be recorded; nobody back-propagates through them
+            not be recorded; nobody back-propagates through them; a `forward` that back-propagates or
+            steps an optimizer itself (MAML's meta-training step): its `no_grad` blocks measure metrics
+            on the side, the author's decision, with no caller's choice to override
             """,
         overrides=("TM402",),
     ),

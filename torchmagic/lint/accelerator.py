@@ -64,7 +64,7 @@ _CUDA_WORK = frozenset(
 _PARALLEL = frozenset({"DataParallel", "DistributedDataParallel"})
 # methods whose result is on the host
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
-_FACTORIES = NEW_TENSOR_FUNCS | {"logspace", "as_tensor", "from_numpy"}
+_FACTORIES = NEW_TENSOR_FUNCS | {"logspace", "as_tensor", "from_numpy", "Tensor"}
 # the legacy typed constructors: CPU tensor types (`torch.cuda.FloatTensor` is the GPU one),
 # whatever the default device
 _CPU_TYPES = frozenset(
@@ -207,6 +207,10 @@ def live_device_type(ctx: Context, name: str) -> str | None:
     return CPU if dev == "cpu" else ACCELERATOR
 
 
+# what a tensor says about itself as Python numbers (`x.size(0)`, `x.numel()`), read without a sync
+_HOST_METADATA = frozenset({"size", "dim", "ndimension", "nelement", "numel", "element_size", "get_device"})
+
+
 def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
     """ "cpu", "accelerator" or None (unknown) for the value of `node`, following method
     chains (`out.detach().cpu()`), torch functions (`F.relu(x)` is where `x` is), module calls
@@ -229,8 +233,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                     return None if ctx.default_device_set else CPU
                 return ACCELERATOR if is_accelerator_target(ctx, dev) else CPU
             if isinstance(func, ast.Attribute) and not q.startswith("torch."):
-                if func.attr in _TO_HOST:
-                    return CPU
+                if func.attr in _TO_HOST or func.attr in _HOST_METADATA:
+                    return CPU  # `x.size(0)`: a Python number, on the host
                 if func.attr == "cuda":
                     return ACCELERATOR
                 if func.attr == "to":
@@ -249,7 +253,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 n = func  # calling a module: its output is where the module is
                 continue
             return CPU if _host_helper_call(ctx, n, depth) else None
-        if isinstance(n, ast.Attribute) and _plain_cpu_attribute(ctx, n):
+        if isinstance(n, ast.Attribute) and (n.attr in ("shape", "ndim") or _plain_cpu_attribute(ctx, n)):
             return CPU
         if isinstance(n, (ast.Attribute, ast.Subscript)):
             n = n.value
@@ -280,12 +284,30 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 origin = earlier
             if origin is None:
                 origin = ctx.loop_source(n.id)
-            if origin is None:
+            if origin is None or (isinstance(origin, ast.Constant) and type(origin.value) in (int, float)):
+                accumulated = _where_accumulated(ctx, n.id, depth)
+                if accumulated is not None or origin is not None:
+                    return accumulated
                 return CPU if _mixed_with_host_rows(ctx, n) or _host_argument(ctx, n) else None
             n = origin
             continue
         return None
     return None
+
+
+def _where_accumulated(ctx: Context, name: str, depth: int) -> str | None:
+    """`correct = 0` then `correct += pred.eq(y).cpu().sum()` in the loop: a Python number
+    that becomes a tensor where what is added to it lives (a number added to a tensor takes the
+    tensor's device); None when nothing is added, or the additions disagree."""
+    scope = ctx.frame.node or (ctx.stack[0] if ctx.stack else None)
+    if scope is None:
+        return None
+    places = {
+        where(ctx, n.value, depth)
+        for n in ast.walk(scope)
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == name
+    }
+    return places.pop() if len(places) == 1 else None
 
 
 # methods of a module class that could move plain tensor attributes along with the module
@@ -381,7 +403,7 @@ def _cpu_built(ctx: Context, node: ast.AST, scope: ast.AST, depth: int) -> bool:
     q = ctx.qualname(func) or ""
     if not (q.startswith("torch.") and q.count(".") == 1 and q[6:] in _FACTORIES):
         return False
-    if q[6:] in ("tensor", "as_tensor", "from_numpy"):  # a copy of a tensor keeps its device
+    if q[6:] in ("tensor", "as_tensor", "from_numpy", "Tensor"):  # a copy of a tensor keeps its device
         if not (node.args and isinstance(node.args[0], (ast.List, ast.Tuple, ast.Constant))):
             return False
     return keyword(node, "device") is None and not ctx.default_device_set

@@ -71,9 +71,26 @@ def _graph_names(ctx: Context, value: ast.AST, flow: Flow) -> set[str]:
         return _graph_names(ctx, value.func.value, flow)
     if not isinstance(value, ast.Name):
         return set()
+    if _rebound_off_the_graph(ctx.origin(value)):
+        return set()  # `loss = loss.detach().cpu().numpy()` after the step: the name holds no graph
     if value.id in flow.direct or (ctx.is_tensor(value) and "loss" in value.id.lower()):
         return {value.id}
     return set()
+
+
+_OFF_THE_GRAPH = frozenset({"detach", "item", "tolist", "numpy"})
+
+
+def _rebound_off_the_graph(origin: ast.AST | None) -> bool:
+    """The name's last binding is a value cut from the graph: `x.detach()...`, `x.item()`,
+    `x.cpu().numpy()`, `float(x)`."""
+    if isinstance(origin, ast.Call) and isinstance(origin.func, ast.Name):
+        return origin.func.id in ("float", "int")
+    while isinstance(origin, ast.Call) and isinstance(origin.func, ast.Attribute):
+        if origin.func.attr in _OFF_THE_GRAPH:
+            return True
+        origin = origin.func.value
+    return False
 
 
 def _graph_still_needed(acc: str | None, graphs: set[str], flow: Flow) -> bool:

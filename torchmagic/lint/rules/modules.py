@@ -1094,6 +1094,29 @@ def _read_on_host(ctx: Context, call: ast.Call) -> bool:
     )
 
 
+# methods a user calls to run the model for a result, not layers of someone else's forward:
+# they set the mode and the grad state they need (`generate` samples with dropout off)
+_INFERENCE_ENTRY = re.compile(
+    r"^_?(generate|predict|sample|infer|inference|decode|translate|beam_search|greedy|synthesi[sz]e|evaluate)",
+    re.IGNORECASE,
+)
+
+
+@per_node
+def _runs_its_own_step(fn: ast.AST) -> bool:
+    """A method that back-propagates or steps an optimizer itself (MAML's `forward` is a whole
+    meta-training step): it decides the grad state and the mode of what it runs, for metrics
+    under `no_grad` as for the update, so there is no caller's choice to override."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            name = n.func.attr
+            if name == "backward" or (name == "grad" and terminal_name(n.func.value) == "autograd"):
+                return True
+            if name == "step" and re.search(r"optim", unparse(n.func.value), re.IGNORECASE):
+                return True
+    return False
+
+
 @check("TM103", calls={"train", "eval"})
 def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
@@ -1111,10 +1134,38 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     is_sub = isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self"
     if not (is_self or is_sub):
         return
+    fn = ctx.frame.node
+    if fn is not None and _runs_its_own_step(fn):
+        return
+    if ctx.method and _INFERENCE_ENTRY.match(ctx.method):
+        if call.func.attr == "eval":
+            return  # `generate()` samples in eval mode: what it needs, not the caller's choice
+        if fn is not None and _switched_to_eval_before(fn, call):
+            ctx.flag(
+                call,
+                f"`{unparse(call.func)}()` at the end of `{ctx.cls.name}.{ctx.method}` puts the module in"  # type: ignore[union-attr]
+                " training mode whatever mode the caller had.",
+                "Restore the caller's mode: `was_training = self.training` before `self.eval()`,"
+                " then `self.train(was_training)`.",
+                severity="info",
+            )
+            return
     ctx.flag(
         call,
         f"`{unparse(call.func)}()` inside `{ctx.cls.name}.{ctx.method}` switches the mode the caller set.",  # type: ignore[union-attr]
         "Remove it and let the caller call `model.train()` / `model.eval()`.",
+    )
+
+
+def _switched_to_eval_before(fn: ast.AST, call: ast.Call) -> bool:
+    """`self.eval()` on an earlier line of the same method: this call restores a mode."""
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "eval"
+        and unparse(n.func.value) == unparse(call.func.value)  # type: ignore[attr-defined]
+        and n.lineno < call.lineno
+        for n in ast.walk(fn)
     )
 
 
@@ -1137,6 +1188,8 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
             return
         if node.name not in ("forward", "__call__") and node.name not in info.forward_helpers:
             return
+        if _runs_its_own_step(node):
+            return
         for d in node.decorator_list:
             mode = grad_context(ctx, d)
             if mode in ("no_grad", "inference_mode"):
@@ -1147,6 +1200,8 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
                 )
         return
     if not ctx.in_module_method or not (ctx.in_forward or ctx.method == "__call__"):
+        return
+    if ctx.frame.node is not None and _runs_its_own_step(ctx.frame.node):
         return
     if isinstance(node, ast.Call):
         if grad_context(ctx, node) == "no_grad" and not isinstance(ctx.parent, ast.withitem):

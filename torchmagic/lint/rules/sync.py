@@ -1280,9 +1280,9 @@ def _tensors_in(ctx: Context, test: ast.AST) -> list[ast.AST]:
     if isinstance(test, ast.Compare):
         parts = [test.left, *test.comparators]
     elif isinstance(test, ast.BoolOp):
-        parts = list(test.values)
+        return [t for value in test.values for t in _tensors_in(ctx, value)]
     elif isinstance(test, ast.UnaryOp):
-        parts = [test.operand]
+        return _tensors_in(ctx, test.operand)
     else:
         parts = [test]
     return [p for p in parts if ctx.is_tensor(p)]
