@@ -340,23 +340,3 @@ def test_TM601_a_module_reloaded_whole_gets_a_hint_for_both_lines() -> None:
     # nothing reloads it: the plain hint
     plain = code.replace("net = torch.load('best.pt')\n", "")
     assert only(plain, "TM601").hint == "Save the weights: `torch.save(net.state_dict(), f)`."
-
-
-def test_TM302_a_mask_test_guarding_indexing_by_the_same_mask_is_info() -> None:
-    code = (
-        "import torch\n"
-        "def loss(iou, anchors, target):\n"
-        "    pos = torch.ge(iou, 0.5)\n"
-        "    if pos.sum() > 0:\n"
-        "        return (anchors[pos] - target[pos, :]).abs().mean()\n"
-        "    return anchors.sum() * 0\n"
-        "anchors = torch.randn(8, 4).cuda()\n"
-    )
-    f = only(code, "TM302")
-    assert f.severity == "info" and "`anchors[pos]`" in f.message and "mask as weights" in f.hint
-    # an index tensor, not a mask: indexing by it does not wait, so the test is the only wait
-    other = code.replace("pos = torch.ge(iou, 0.5)", "pos = torch.randperm(8).cuda()")
-    assert only(other, "TM302").severity == "warning"
-    # the body does not index by the mask: the test is the only wait
-    other = code.replace("(anchors[pos] - target[pos, :])", "(anchors - target)")
-    assert only(other, "TM302").severity == "warning"

@@ -104,10 +104,7 @@ RULES = [
         what="""
             Flags `if`/`while`/`assert`/conditional expressions whose test is a tensor expression
             (`(t != 0).all()`, `loss < best`, `t.any()`), in a loop or a function: a test the code
-            may run on every step. A test of a boolean mask that guards indexing by the same mask
-            (`if pos.sum() > 0: anchors[pos]`) is info: indexing by a mask waits for the GPU anyway,
-            to size its result, so the test adds one wait to one the code needs; the note says both
-            go away only by weighting the whole tensors with the mask.
+            may run on every step.
             """,
         why="""
             Python needs a `bool`, so the tensor is copied to the CPU: an implicit synchronisation

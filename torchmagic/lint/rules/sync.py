@@ -1316,71 +1316,10 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
     places = {accelerator.where(ctx, t) for t in _tensors_in(ctx, test)} or {None}
     if places == {accelerator.CPU} or accelerator.in_cpu_branch(ctx, node):
         return  # a condition on CPU tensors waits for no GPU
-    needs_accelerator = accelerator.ACCELERATOR not in places
-    indexed = _mask_indexing_guarded(ctx, node)
-    if indexed is not None:
-        ctx.flag(
-            node,
-            f"`{_test_label(node)}` converts a tensor to a Python bool, which waits for the GPU;"
-            f" the indexing it guards (`{unparse(indexed, 60)}`) waits again, to size its result.",
-            "Both waits go away only by computing on the whole tensors with the mask as weights"
-            " (`(loss * mask).sum() / mask.sum().clamp(min=1)`); as written, the test adds one"
-            " wait per iteration to the one the mask indexing needs.",
-            severity="info",
-            needs_accelerator=needs_accelerator,
-        )
-        return
     ctx.flag(
         node if not isinstance(node, ast.IfExp) else test,
         f"`{_test_label(node)}` converts a tensor to a Python bool, which waits for the GPU.",
         "Keep the decision on the device (`torch.where`, masks, `torch.clamp`) or synchronise"
         " once, deliberately, outside hot loops.",
-        needs_accelerator=needs_accelerator,
+        needs_accelerator=accelerator.ACCELERATOR not in places,
     )
-
-
-_MASK_MAKERS = frozenset(
-    {
-        "ge",
-        "gt",
-        "le",
-        "lt",
-        "eq",
-        "ne",
-        "isnan",
-        "isinf",
-        "isfinite",
-        "logical_and",
-        "logical_or",
-        "logical_not",
-    }
-)
-
-
-def _mask_indexing_guarded(ctx: Context, node: ast.AST) -> ast.Subscript | None:
-    """`if positive.sum() > 0:` (or `positive.any()`) over a boolean mask that the guarded body
-    indexes with (`anchors[positive]`): indexing by a mask waits for the GPU to learn the size
-    of its result, so the test's own wait is one more, not the only one. The indexing, or None."""
-    if not isinstance(node, ast.If):
-        return None
-    masks = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name) and _is_bool_mask(ctx.origin(n))}
-    if not masks:
-        return None
-    for stmt in node.body:
-        for sub in ast.walk(stmt):
-            if isinstance(sub, ast.Subscript):
-                parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
-                if any(isinstance(p, ast.Name) and p.id in masks for p in parts):
-                    return sub
-    return None
-
-
-def _is_bool_mask(origin: ast.AST | None) -> bool:
-    """`torch.ge(iou, 0.5)`, `iou >= 0.5`, `~valid`, `(a > 0) & (b < 1)`: a boolean tensor."""
-    if isinstance(origin, ast.Compare):
-        return True
-    if isinstance(origin, ast.UnaryOp) and isinstance(origin.op, ast.Invert):
-        return _is_bool_mask(origin.operand)
-    if isinstance(origin, ast.BinOp) and isinstance(origin.op, (ast.BitAnd, ast.BitOr)):
-        return _is_bool_mask(origin.left) or _is_bool_mask(origin.right)
-    return isinstance(origin, ast.Call) and terminal_name(origin.func) in _MASK_MAKERS
