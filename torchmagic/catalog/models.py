@@ -132,10 +132,9 @@ RULES = [
             `self.training` reads; `def train(self, mode=True)` overrides calling `super().train(mode)`;
             calls in `__init__` (no caller has set a mode yet while the module is built; `self.train()`
             there is a no-op); `self.eval()` in an inference entry point (`generate`, `predict`,
-            `sample`, `synthesize`, ...), which needs eval mode for what it returns; calls in a method
-            that back-propagates or steps an optimizer itself (a whole training step). A `self.train()`
-            after `self.eval()` in an entry point is info: it forces training mode on the way out
-            whatever the caller had; the hint restores the caller's mode (`self.train(was_training)`)
+            `sample`, `synthesize`, ...), which needs eval mode for what it returns, and the
+            `self.train()` after it that puts training mode back on the way out; calls in a method that
+            back-propagates or steps an optimizer itself (a whole training step)
             """,
     ),
     Rule(

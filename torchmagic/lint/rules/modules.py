@@ -1141,15 +1141,7 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
         if call.func.attr == "eval":
             return  # `generate()` samples in eval mode: what it needs, not the caller's choice
         if fn is not None and _switched_to_eval_before(fn, call):
-            ctx.flag(
-                call,
-                f"`{unparse(call.func)}()` at the end of `{ctx.cls.name}.{ctx.method}` puts the module in"  # type: ignore[union-attr]
-                " training mode whatever mode the caller had.",
-                "Restore the caller's mode: `was_training = self.training` before `self.eval()`,"
-                " then `self.train(was_training)`.",
-                severity="info",
-            )
-            return
+            return  # `self.eval()` ... `self.train()`: the entry point puts back the mode it left
     ctx.flag(
         call,
         f"`{unparse(call.func)}()` inside `{ctx.cls.name}.{ctx.method}` switches the mode the caller set.",  # type: ignore[union-attr]
