@@ -22,7 +22,7 @@ import ast
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS
+from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS, TENSOR_METADATA
 from .nodes import (
     has_kwargs_splat,
     keyword,
@@ -207,10 +207,6 @@ def live_device_type(ctx: Context, name: str) -> str | None:
     return CPU if dev == "cpu" else ACCELERATOR
 
 
-# what a tensor says about itself as Python numbers (`x.size(0)`, `x.numel()`), read without a sync
-_HOST_METADATA = frozenset({"size", "dim", "ndimension", "nelement", "numel", "element_size", "get_device"})
-
-
 def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
     """ "cpu", "accelerator" or None (unknown) for the value of `node`, following method
     chains (`out.detach().cpu()`), torch functions (`F.relu(x)` is where `x` is), module calls
@@ -233,7 +229,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                     return None if ctx.default_device_set else CPU
                 return ACCELERATOR if is_accelerator_target(ctx, dev) else CPU
             if isinstance(func, ast.Attribute) and not q.startswith("torch."):
-                if func.attr in _TO_HOST or func.attr in _HOST_METADATA:
+                if func.attr in _TO_HOST or func.attr in TENSOR_METADATA:
                     return CPU  # `x.size(0)`: a Python number, on the host
                 if func.attr == "cuda":
                     return ACCELERATOR
@@ -302,12 +298,19 @@ def _where_accumulated(ctx: Context, name: str, depth: int) -> str | None:
     scope = ctx.frame.node or (ctx.stack[0] if ctx.stack else None)
     if scope is None:
         return None
-    places = {
-        where(ctx, n.value, depth)
-        for n in ast.walk(scope)
-        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == name
-    }
+    places = {where(ctx, value, depth) for value in _augmented(scope).get(name, ())}
     return places.pop() if len(places) == 1 else None
+
+
+@per_node
+def _augmented(scope: ast.AST) -> dict[str, list[ast.expr]]:
+    """What each plain name of a scope has added to it (`total += x`), indexed once per scope:
+    `where` asks it for every accumulated name it meets."""
+    out: dict[str, list[ast.expr]] = {}
+    for n in ast.walk(scope):
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            out.setdefault(n.target.id, []).append(n.value)
+    return out
 
 
 # methods of a module class that could move plain tensor attributes along with the module

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .accelerator import device_type_of_literal
 from .cuda_only import declares_cuda_only
-from .nodes import per_node
+from .nodes import per_node, terminal_name
 
 _NOT_CUDA = frozenset({"cpu", "mps", "xpu", "meta"})
 # a variable or attribute that holds one device (`device`, `self.device`, `main_device`), not a
@@ -56,24 +56,24 @@ def _placement(module: ast.AST) -> Placement | None:
         if isinstance(n, ast.Call):
             name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
             receiver = n.func.value if isinstance(n.func, ast.Attribute) else None
-            if name == "cuda" and receiver is not None and _text(receiver) != "torch":
+            if name == "cuda" and receiver is not None and _name(receiver) != "torch":
                 moves = True
                 picks |= bool(n.args) or any(k.arg == "device" for k in n.keywords)
             elif name == "set_device":
                 sets_device = picks = True
             elif name == "to" and n.args and _names_a_rank_or_gpu(n.args[0]):
                 picks = True
-            elif name == "device" and n.args and _cuda_text(n.args[0]) is not None:
+            elif name == "device" and n.args and _cuda_name(n.args[0]) is not None:
                 moves = True
                 picks |= len(n.args) > 1 or _picks_an_index(n.args[0])
             if name in _PER_PROCESS_CALLS:
                 per_process = True
             if any(k.arg == "device_ids" for k in n.keywords):
                 picks = True
-        elif _cuda_text(n) is not None and not isinstance(n, ast.Call):
+        elif _cuda_name(n) is not None and not isinstance(n, ast.Call):
             moves = True
             picks |= _picks_an_index(n)
-        elif isinstance(n, (ast.Name, ast.Attribute)) and "local_rank" in _text(n).lower():
+        elif isinstance(n, (ast.Name, ast.Attribute)) and "local_rank" in _name(n).lower():
             per_process = True
     if not moves:
         return None
@@ -88,10 +88,10 @@ def _may_use_the_cpu(n: ast.AST) -> bool:
     if isinstance(n, (ast.If, ast.IfExp, ast.While)):
         return _asks_for_cuda(n.test)
     if isinstance(n, ast.Call) and _is_torch_device(n.func):
-        return not n.args or _cuda_text(n.args[0]) is None  # `torch.device(args.device)`
+        return not n.args or _cuda_name(n.args[0]) is None  # `torch.device(args.device)`
     if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
         targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-        if any(_ONE_DEVICE.search(_text(t)) for t in targets):
+        if any(_ONE_DEVICE.search(_name(t)) for t in targets):
             return not _a_cuda_device(n.value)  # `device = opt.device`, `device = pick()`
     if isinstance(n, ast.arguments):
         params = [*n.posonlyargs, *n.args, *n.kwonlyargs]
@@ -105,10 +105,10 @@ def _asks_for_cuda(test: ast.AST) -> bool:
     None`, `rank % ngpus_per_node == 0`, `torch.cuda.device_count() > 1`)."""
     for sub in ast.walk(test):
         if isinstance(sub, (ast.Name, ast.Attribute)) and not _is_torch_cuda(sub):
-            if "cuda" in _text(sub).lower():
+            if "cuda" in _name(sub).lower():
                 return True
         if isinstance(sub, ast.Compare) and any(
-            _cuda_text(c) is not None for c in (sub.left, *sub.comparators)
+            _cuda_name(c) is not None for c in (sub.left, *sub.comparators)
         ):
             return True  # `device.type == "cuda"`
         if isinstance(sub, ast.Compare) and len(sub.comparators) == 1 and _compares_for_the_cpu(sub):
@@ -116,7 +116,7 @@ def _asks_for_cuda(test: ast.AST) -> bool:
     gpu_flags = [test.operand] if isinstance(test, ast.UnaryOp) else [test]
     if isinstance(test, ast.BoolOp):
         gpu_flags = [v.operand if isinstance(v, ast.UnaryOp) else v for v in test.values]
-    return any(isinstance(v, (ast.Name, ast.Attribute)) and "gpu" in _text(v).lower() for v in gpu_flags)
+    return any(isinstance(v, (ast.Name, ast.Attribute)) and "gpu" in _name(v).lower() for v in gpu_flags)
 
 
 _GPU_COUNT = re.compile(r"^(n_?|num_?)gpus?$|gpus$|device_count", re.IGNORECASE)
@@ -128,7 +128,7 @@ def _compares_for_the_cpu(test: ast.Compare) -> bool:
     meaning the CPU), or `args.gpu >= 0`, `gpu_id == -1` (-1 meaning the CPU); not
     `device_count() > 1` (how many to use) nor `args.gpu != 0` (which process prints)."""
     left, op, right = test.left, test.ops[0], test.comparators[0]
-    name = _text(left.func) if isinstance(left, ast.Call) else _text(left)
+    name = _name(left.func) if isinstance(left, ast.Call) else _name(left)
     if not isinstance(right, (ast.Constant, ast.UnaryOp)):
         return False
     try:
@@ -142,7 +142,7 @@ def _compares_for_the_cpu(test: ast.Compare) -> bool:
     return False
 
 
-def _cuda_text(node: ast.AST) -> str | None:
+def _cuda_name(node: ast.AST) -> str | None:
     """The text of a string that names a CUDA device: `"cuda"`, `"cuda:1"`, `f"cuda:{rank}"`,
     `"cuda:{}".format(gpu)`; None for anything else."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -157,47 +157,43 @@ def _cuda_text(node: ast.AST) -> str | None:
         and node.func.attr == "format"
         and isinstance(node.func.value, ast.Constant)
     ):
-        return _cuda_text(node.func.value)
+        return _cuda_name(node.func.value)
     return None
 
 
 def _picks_an_index(node: ast.AST) -> bool:
-    text = _cuda_text(node) or ""
+    text = _cuda_name(node) or ""
     return ":" in text and text.split(":", 1)[1].strip() not in ("", "0")
 
 
 def _a_cuda_device(value: ast.AST) -> bool:
     """What a device variable may be set to in code with no CPU path: a CUDA string or
     `torch.device`, a GPU index, `torch.cuda.current_device()`, or another such variable."""
-    if _cuda_text(value) is not None or isinstance(value, ast.Name):
+    if _cuda_name(value) is not None or isinstance(value, ast.Name):
         return True
     if isinstance(value, ast.Constant):
         return isinstance(value.value, int) and not isinstance(value.value, bool)
     if isinstance(value, ast.Call):
         if _is_torch_device(value.func):
-            return bool(value.args) and _cuda_text(value.args[0]) is not None
+            return bool(value.args) and _cuda_name(value.args[0]) is not None
         return isinstance(value.func, ast.Attribute) and value.func.attr == "current_device"
     return False
 
 
 def _names_a_rank_or_gpu(node: ast.AST) -> bool:
-    return isinstance(node, (ast.Name, ast.Attribute)) and bool(_RANK_OR_GPU.search(_text(node)))
+    return isinstance(node, (ast.Name, ast.Attribute)) and bool(_RANK_OR_GPU.search(_name(node)))
 
 
 def _is_torch_device(func: ast.AST) -> bool:
-    return (isinstance(func, ast.Attribute) and func.attr == "device" and _text(func.value) == "torch") or (
+    return (isinstance(func, ast.Attribute) and func.attr == "device" and _name(func.value) == "torch") or (
         isinstance(func, ast.Name) and func.id == "device"
     )
 
 
 def _is_torch_cuda(node: ast.AST) -> bool:
     """`torch.cuda` itself, the module a call like `torch.cuda.device_count()` goes through."""
-    return isinstance(node, ast.Attribute) and node.attr == "cuda" and _text(node.value) == "torch"
+    return isinstance(node, ast.Attribute) and node.attr == "cuda" and _name(node.value) == "torch"
 
 
-def _text(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return ""
+def _name(node: ast.AST) -> str:
+    return terminal_name(node) or ""

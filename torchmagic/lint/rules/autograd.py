@@ -14,6 +14,7 @@ from ..fixes import fix_of
 from ..kinds import (
     DEVICE,
     DTYPE,
+    HOST_VALUE_METHODS,
     LIKE_FUNCS,
     MODULE,
     NEW_TENSOR_FUNCS,
@@ -78,7 +79,7 @@ def _graph_names(ctx: Context, value: ast.AST, flow: Flow) -> set[str]:
     return set()
 
 
-_OFF_THE_GRAPH = frozenset({"detach", "item", "tolist", "numpy"})
+_OFF_THE_GRAPH = HOST_VALUE_METHODS | {"detach"}
 
 
 def _rebound_off_the_graph(origin: ast.AST | None) -> bool:

@@ -459,10 +459,7 @@ def _flag_picked_gpu(ctx: Context, load: _Load, placement: Placement) -> None:
         )
         severity = "info"
     target = load.target or ('"cuda"' if placement.sets_device else None)
-    fix = None
-    if target is not None:
-        edit = ctx.edits.add_keyword(load.call, f"map_location={target}")
-        fix = fix_of(f"Load onto `{target}`", [edit], "unsafe")
+    fix = _map_location_edit(ctx, load, target)
     ctx.flag(
         load.anchor,
         message,
@@ -547,6 +544,10 @@ def _map_location_fix(ctx: Context, load: _Load) -> Fix | None:
         target: str | None = "device"  # a module-level `device`, bound by the time the function runs
     else:
         target = load.target or ('"cpu"' if not ctx.accelerator_seen else None)
+    return _map_location_edit(ctx, load, target)
+
+
+def _map_location_edit(ctx: Context, load: _Load, target: str | None) -> Fix | None:
     if target is None:
         return None
     edit = ctx.edits.add_keyword(load.call, f"map_location={target}")
