@@ -382,7 +382,6 @@ def _location_names(ctx: Context, f: ast.AST | None) -> frozenset[str]:
 def _decide_loads(ctx: Context, files: _Files, tree: ast.Module) -> None:
     """At the end of the source, when every `torch.save` is known: a file this very code wrote
     needs no remapping when it was written from the CPU, or reloaded later in the same run."""
-    module = ctx.stack[0] if ctx.stack else None
     # files earlier cells of the notebook saved at their top level (`Context.notes`)
     earlier_cells = set(ctx.notes.get(_SAVED_NOTE, {}))
     history: set[str] | None = None
@@ -409,10 +408,10 @@ def _decide_loads(ctx: Context, files: _Files, tree: ast.Module) -> None:
             continue  # `"{}.pkl".format(epoch)` saved in the loop, the best epoch's file reloaded
         if same and all(s.cpu for s in same):
             continue
-        earlier = _calls_before(load.scope or module, load.call.lineno)
+        earlier = _calls_before(load.scope or tree, load.call.lineno)
         if same and _saved_by_a_call(earlier, same):
             continue  # `train(model)` saves it, then it is reloaded: same run, same device
-        if _handed_to_a_saver(earlier, load):
+        if _handed_to_a_saver(earlier, load) or _kept_by_early_stopping(earlier, load, load.scope or tree):
             continue  # `early_stopping(loss, model, path)` saved it into `path` earlier in this run
         if not placement_known:
             placement, placement_known = _gpu_placement(ctx, tree), True
@@ -596,6 +595,36 @@ def _handed_to_a_saver(calls: list[ast.Call], load: _Load) -> bool:
         if any(unparse(a) == load.into for a in args) and any(
             isinstance(a, ast.Name) and a.id in load.location for a in args
         ):
+            return True
+    return False
+
+
+_EARLY_STOPPING = re.compile(r"early_?stop", re.IGNORECASE)
+
+
+def _kept_by_early_stopping(calls: list[ast.Call], load: _Load, scope: ast.AST) -> bool:
+    """`stopper = EarlyStopping(patience=100)` ... `stopper.step(val_acc, model)` ... then
+    `model.load_state_dict(torch.load("es_checkpoint.pt"))`: an early-stopping helper that was
+    handed the module keeps its best weights in a file of its own, which this is: written
+    earlier in the same run, from the device the module is on."""
+    if load.into is None or not load.literal:
+        return False
+    helpers = {
+        t.id
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and _EARLY_STOPPING.search(terminal_name(n.value.func) or "")
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    for c in calls:
+        f = c.func
+        receiver = f.value if isinstance(f, ast.Attribute) else f
+        named = isinstance(receiver, ast.Name) and (
+            receiver.id in helpers or _EARLY_STOPPING.search(receiver.id) is not None
+        )
+        if named and any(unparse(a) == load.into for a in [*c.args, *(k.value for k in c.keywords)]):
             return True
     return False
 
