@@ -235,11 +235,12 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                     return ACCELERATOR
                 if func.attr == "to":
                     target = keyword(n, "device") or (n.args[0] if n.args else None)
-                    literal = device_type_of_literal(target) if target is not None else None
-                    if literal == "cpu":
+                    if _cpu_target(ctx, target):
                         return CPU
                     if target is not None and is_accelerator_target(ctx, target):
                         return ACCELERATOR
+                if n.args and _computes_on_host_copies(ctx, n, depth):
+                    return CPU
                 n = func.value  # a tensor method: the result stays where its receiver is
                 continue
             if q.startswith("torch.") and n.args:
@@ -280,6 +281,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 origin = earlier
             if origin is None:
                 origin = ctx.loop_source(n.id)
+            if origin is None and _unpacked_from_host_copies(ctx, n):
+                return CPU
             if origin is None or (isinstance(origin, ast.Constant) and type(origin.value) in (int, float)):
                 accumulated = _where_accumulated(ctx, n.id, depth)
                 if accumulated is not None or origin is not None:
@@ -289,6 +292,63 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             continue
         return None
     return None
+
+
+def _cpu_target(ctx: Context, target: ast.AST | None) -> bool:
+    """`"cpu"`, `torch.device("cpu")`, or a name bound to one (`loss_device =
+    torch.device("cpu")`): a device argument that is the CPU."""
+    if isinstance(target, ast.Name):
+        target = ctx.origin(target) or target
+    if isinstance(target, ast.Call) and (ctx.qualname(target.func) or "") == "torch.device" and target.args:
+        target = target.args[0]
+    return device_type_of_literal(target) == "cpu"
+
+
+def _copied_to_host(ctx: Context, node: ast.AST) -> bool:
+    """`embeds.view(n, m, -1).to(loss_device)` (a CPU device) or `x.cpu()`, or a name bound to
+    one: a value this code copied to the host on purpose."""
+    if isinstance(node, ast.Name):
+        node = ctx.origin(node) or node
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    if node.func.attr == "cpu" and not node.args:
+        return True
+    return node.func.attr == "to" and _cpu_target(
+        ctx, keyword(node, "device") or (node.args[0] if node.args else None)
+    )
+
+
+def _computes_on_host_copies(ctx: Context, call: ast.Call, depth: int) -> bool:
+    """`model.loss(embeds_loss)` where every tensor it is handed was copied to the CPU just
+    before: the author moved the inputs there to compute this on the CPU (PyTorch ops need
+    their inputs on one device), so its result is a CPU tensor too."""
+    tensors = [a for a in call.args if not isinstance(a, ast.Constant)]
+    return bool(tensors) and all(_copied_to_host(ctx, a) for a in tensors)
+
+
+def _unpacked_from_host_copies(ctx: Context, node: ast.Name) -> bool:
+    """`loss, eer = model.loss(embeds_loss)` (the last unpacking of the name before the read)
+    where the call computes on values copied to the CPU (`_computes_on_host_copies`)."""
+    scope = ctx.frame.node or (ctx.stack[0] if ctx.stack else None)
+    if scope is None:
+        return False
+    line = getattr(node, "lineno", 0)
+    last: ast.Assign | None = None
+    for stmt in own_nodes(scope):
+        if (
+            isinstance(stmt, ast.Assign)
+            and stmt.lineno < line
+            and (last is None or stmt.lineno > last.lineno)
+            and any(
+                isinstance(t, (ast.Tuple, ast.List))
+                and any(isinstance(e, ast.Name) and e.id == node.id for e in t.elts)
+                for t in stmt.targets
+            )
+        ):
+            last = stmt
+    return (
+        last is not None and isinstance(last.value, ast.Call) and _computes_on_host_copies(ctx, last.value, 0)
+    )
 
 
 def _where_accumulated(ctx: Context, name: str, depth: int) -> str | None:

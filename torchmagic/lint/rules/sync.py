@@ -32,6 +32,7 @@ from ..kinds import (
     STATE_DICT,
     STRING,
     TENSOR_KINDS,
+    TENSOR_METADATA,
 )
 from ..nodes import keyword, own_nodes, parameter_default, parents_of, per_node, sole_binding, terminal_name
 from ..registry import check
@@ -68,6 +69,20 @@ def _is_once(test: ast.AST, loop_names: set[str]) -> bool:
     return any(isinstance(s, ast.Name) and s.id in loop_names for s in sides) or any(
         isinstance(s, ast.Constant) and isinstance(s.value, int) and not isinstance(s.value, bool)
         for s in sides
+    )
+
+
+def _is_sampled(test: ast.AST, loop_names: set[str]) -> bool:
+    """`i in sample_ids`, `step in save_steps` (also within an `and`): true on the iterations
+    a collection picks, not on every one."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_is_sampled(v, loop_names) for v in test.values)
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.In)
+        and isinstance(test.left, ast.Name)
+        and test.left.id in loop_names
     )
 
 
@@ -150,7 +165,7 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             continue
         if _is_mod(parent.test) or _is_mod(_named_test(ctx, parent.test, loop)):
             return PERIODIC
-        if _is_once(parent.test, names) or _is_bounded(parent.test):
+        if _is_once(parent.test, names) or _is_bounded(parent.test) or _is_sampled(parent.test, names):
             return ONCE
         if isinstance(parent, ast.If) and _resets_counter(parent):
             return PERIODIC
@@ -1061,6 +1076,119 @@ def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, key
     return not any(key == b or key.startswith(b + ".") for key in keys for b in rebound)
 
 
+_READ_OUT = frozenset({"cpu", "numpy", "item", "tolist"})
+
+
+def _queues_no_gpu_work(ctx: Context, node: ast.AST, host: set[str]) -> bool:
+    """`image = images[i].detach().cpu().numpy()`, `Image.fromarray(pred).save(path)`: a
+    statement that touches device tensors only to read them out (`.cpu()`, `.item()` of a tensor
+    that already exists, `len(x)`, `x.shape`), moves nothing, calls no module and computes only
+    with host values: it queues nothing new on the GPU. `host` holds the names earlier such
+    statements bound; the names this one binds are added to it."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return True  # the test of an `if opts.save_results:` around the read computes nothing
+    read_out: set[int] = set()
+    callees: set[int] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim", "dtype", "device"):
+            read_out.update(id(x) for x in ast.walk(n))
+        if isinstance(n, ast.Compare) and all(
+            isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in n.ops
+        ):
+            # `ids is not None and i in ids`: which iterations, decided on the host
+            read_out.update(id(x) for x in (n.left, *n.comparators) if isinstance(x, ast.Name))
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Attribute) and f.attr in _READ_OUT and _launches_no_work(f.value):
+            read_out.update(id(x) for x in ast.walk(f.value))
+            continue
+        if (isinstance(f, ast.Name) and f.id == "len") or (
+            isinstance(f, ast.Attribute) and f.attr in TENSOR_METADATA
+        ):
+            read_out.update(id(x) for a in [f, *n.args] for x in ast.walk(a))  # metadata
+            continue
+        if isinstance(f, ast.Attribute) and f.attr in ("cuda", "to"):
+            return False
+        if ctx.kind(f) == MODULE:
+            return False
+        while isinstance(f, ast.Attribute):
+            f = f.value
+        callees.add(id(f))  # `plt` of `plt.imshow(img)`, `denorm` of `denorm(img)`
+    for n in ast.walk(node):
+        if id(n) in read_out or not isinstance(n, ast.Name) or not isinstance(n.ctx, ast.Load):
+            continue
+        if n.id in host or ctx.resolve_import(n.id) is not None:
+            continue
+        kind = ctx.kind(n)
+        if kind == MODULE:
+            return False
+        if kind in _NOT_TENSOR or (kind is None and id(n) in callees):
+            continue
+        if accelerator.where(ctx, n) != accelerator.CPU:
+            return False  # a tensor, or an unknown value computed with: may be on the GPU
+    host.update(_rebinds(node))
+    return True
+
+
+def _over_batch_items(ctx: Context, loop: ast.For | ast.AsyncFor) -> bool:
+    """`for i in range(len(images))`, `range(x.size(0))`, `for img in images` (a tensor): a loop
+    over the items of one batch, not over batches."""
+    it = loop.iter
+    if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
+        it = it.args[0]
+    if isinstance(it, ast.Name):
+        return ctx.kind(it) in TENSOR_KINDS
+    if not (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id == "range"
+        and len(it.args) == 1
+    ):
+        return False
+    n = it.args[0]
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len" and n.args:
+        return isinstance(n.args[0], ast.Name)
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "size":
+        return isinstance(n.func.value, ast.Name)
+    return (
+        isinstance(n, ast.Subscript)
+        and isinstance(n.value, ast.Attribute)
+        and n.value.attr == "shape"
+        and isinstance(n.value.value, ast.Name)
+    )
+
+
+def _drained_before_inner_loop(ctx: Context, value: ast.AST, keys: set[str]) -> bool:
+    """`for i in range(len(images)): image = images[i].detach().cpu()` in a batch loop that
+    already read a GPU value earlier in the same iteration (`preds = out.argmax(1).cpu()`), with
+    nothing queued on the GPU since, in between or in the inner loop: the queue is drained, so the
+    per-element copies wait for nothing; the earlier read is the wait."""
+    if len(ctx.loops) < 2 or not keys or not _launches_no_work(value):
+        return False
+    inner, outer = ctx.loops[-1].node, ctx.loops[-2].node
+    if not isinstance(inner, (ast.For, ast.AsyncFor)) or not _over_batch_items(ctx, inner):
+        return False
+    host = _rebinds(inner.target) if isinstance(inner.iter, ast.Call) else set()  # `i` of a `range`
+    if not all(_queues_no_gpu_work(ctx, part, host) for part in [inner.iter, *inner.body]):
+        return False
+    before = _before_in_iteration(ctx, outer)
+    if not before:
+        return False
+    last = next(
+        (
+            k
+            for k in range(len(before) - 1, -1, -1)
+            if any(accelerator.where(ctx, r) != accelerator.CPU for r in _reads_in(ctx, before[k]))
+        ),
+        None,
+    )
+    if last is None or not all(_queues_no_gpu_work(ctx, n, set()) for n in before[last + 1 :]):
+        return False
+    rebound = set().union(*(_rebinds(n) for n in before[last:]))
+    return not any(key == b or key.startswith(b + ".") for key in keys for b in rebound)
+
+
 # builtins that compute on host values only
 _HOST_BUILTINS = frozenset({"len", "int", "float", "str", "round", "min", "max", "abs", "print"})
 
@@ -1141,7 +1269,9 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         before = _before_in_iteration(ctx, loop)
         keys = _read_keys(ctx, value)
         if before is not None and (
-            _read_earlier_in_iteration(ctx, before, keys) or _right_after_a_read(ctx, before, value, keys)
+            _read_earlier_in_iteration(ctx, before, keys)
+            or _right_after_a_read(ctx, before, value, keys)
+            or _drained_before_inner_loop(ctx, value, keys)
         ):
             return  # the first read of the iteration is the finding
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
