@@ -110,10 +110,23 @@ def _targets(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+def _from_numpy(ctx: Context, move: ast.Call) -> bool:
+    """`torch.from_numpy(batch.data).to(device)`: the loader yields NumPy arrays (a custom
+    batch object), turned into a tensor after it; pinning only applies to tensors."""
+    value = move.func.value if isinstance(move.func, ast.Attribute) else None
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr != "from_numpy"
+    ):
+        value = value.func.value  # `torch.from_numpy(x).float().to(device)`
+    return isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.from_numpy"
+
+
 def _moves_batches(ctx: Context, loop: LoopInfo) -> bool:
     """The loop copies something to the GPU itself, or hands its batch to a function of this
     source that does (`for x, y in loader: train_step(x, y)`)."""
-    if any(_batch_move(ctx, c) for c in loop.calls):
+    if any(_batch_move(ctx, c) and not _from_numpy(ctx, c) for c in loop.calls):
         return True
     target = getattr(loop.node, "target", None)
     names = _targets(target) if target is not None else set()
