@@ -600,6 +600,7 @@ def _handed_to_a_saver(calls: list[ast.Call], load: _Load) -> bool:
 
 
 _EARLY_STOPPING = re.compile(r"early_?stop", re.IGNORECASE)
+_BEST_WEIGHTS = re.compile(r"checkpoint|ckpt|best|early|stop", re.IGNORECASE)  # the helper's file
 
 
 def _kept_by_early_stopping(calls: list[ast.Call], load: _Load, scope: ast.AST) -> bool:
@@ -607,7 +608,7 @@ def _kept_by_early_stopping(calls: list[ast.Call], load: _Load, scope: ast.AST) 
     `model.load_state_dict(torch.load("es_checkpoint.pt"))`: an early-stopping helper that was
     handed the module keeps its best weights in a file of its own, which this is: written
     earlier in the same run, from the device the module is on."""
-    if load.into is None or not load.literal:
+    if load.into is None or not load.literal or not _BEST_WEIGHTS.search(load.path or ""):
         return False
     helpers = {
         t.id
