@@ -273,6 +273,21 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             if ctx.lookup(n.id) == LOADER:
                 return CPU
             origin = ctx.origin(n)
+            if (
+                isinstance(origin, ast.Call)
+                and getattr(n, "lineno", 0) > (origin.end_lineno or origin.lineno)  # read after the move
+                and isinstance(origin.func, ast.Attribute)
+                and (
+                    (origin.func.attr in _TO_HOST and not origin.args)
+                    or (
+                        origin.func.attr == "to"
+                        and _cpu_target(
+                            ctx, keyword(origin, "device") or (origin.args[0] if origin.args else None)
+                        )
+                    )
+                )
+            ):
+                return CPU  # `keep = keep.cpu()`: moved to the host, wherever it was before
             if origin is not None and any(isinstance(x, ast.Name) and x.id == n.id for x in ast.walk(origin)):
                 # `x = x * scale`: where x was before is where it is now
                 earlier = ctx.earlier_origin(n.id)

@@ -939,6 +939,15 @@ def _reads_in(ctx: Context, node: ast.AST) -> list[ast.AST]:
             f = n.func
             if isinstance(f, ast.Attribute) and f.attr in _SYNC_METHODS and not n.args:
                 out.append(f.value)
+            elif (
+                isinstance(f, ast.Attribute)
+                and f.attr == "to"
+                and accelerator.device_type_of_literal(
+                    keyword(n, "device") or (n.args[0] if n.args else None)
+                )
+                == "cpu"
+            ):
+                out.append(f.value)  # `scores.to("cpu")`: a copy to the host, as `.cpu()`
             elif isinstance(f, ast.Name) and f.id == "print":
                 tensor = _tensor_in_print(ctx, n)
                 if tensor is not None:
@@ -1058,7 +1067,10 @@ def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, key
     if not before or not keys or not _launches_no_work(value):
         return False
     k = len(before) - 1
-    while k > 0 and _host_statement(ctx, before[k]):
+    while k > 0 and (
+        _host_statement(ctx, before[k])
+        or (not _reads_in(ctx, before[k]) and _queues_no_gpu_work(ctx, before[k], set()))
+    ):
         k -= 1  # `tbar.set_description(f"{total / (i + 1):.3f}")` in between: no GPU work
     last = before[k]
     if not isinstance(last, (*_SIMPLE, ast.expr)):
@@ -1262,6 +1274,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         return
     if _host_needs_it(ctx, call) and not _reads_each_element(ctx, loop, value):
         return
+    if _decoding_loop(ctx):
+        return  # one read per decoded token or search step is part of the algorithm
     if guard_kind(ctx, call) is not None:
         # `if i == 0:` runs once; `if step % N == 0:` is the advice itself, already followed
         return
@@ -1418,6 +1432,38 @@ def _tensors_in(ctx: Context, test: ast.AST) -> list[ast.AST]:
     return [p for p in parts if ctx.is_tensor(p)]
 
 
+def _tests_device_value(ctx: Context, test: ast.AST) -> bool:
+    """`next_word == eos_idx`, `all(c[-1].item() == eos for c in beams)`: a test on a tensor
+    or on a value read from one."""
+    for n in ast.walk(test):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("item", "tolist")
+        ):
+            return True
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and ctx.kind(n) in TENSOR_KINDS:
+            return True
+    return False
+
+
+def _decoding_loop(ctx: Context) -> bool:
+    """The read is inside a `while` loop that stops on a value it computes (greedy or beam
+    decoding until the end token, iterating until a tolerance is met): how many iterations run
+    depends on the data, so each one needs the value on the host to decide whether to go on,
+    and a read there is part of the algorithm, not a wait to defer."""
+    for info in ctx.loops:
+        loop = info.node
+        if not isinstance(loop, ast.While):
+            continue
+        if _tests_device_value(ctx, loop.test):
+            return True
+        for n in ast.walk(loop):
+            if isinstance(n, ast.If) and _stops(n.body) and _tests_device_value(ctx, n.test):
+                return True
+    return False
+
+
 def _runs_once(ctx: Context, node: ast.AST) -> bool:
     """A condition at the top level of a script or cell, in no loop and no function (which
     may be called again and again): it waits once per run, to decide on a result the host
@@ -1443,6 +1489,10 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         and all(_is_epoch_loop(loop.node) or _few_iterations(ctx, loop.node) for loop in ctx.loops)
     ):
         return  # once per epoch (`if val_acc > best_acc:` after the phases)
+    if _decoding_loop(ctx) and (
+        isinstance(node, ast.While) or (isinstance(node, ast.If) and _stops(node.body))
+    ):
+        return  # `if next_word == eos_idx: break`: the stop test of a decoding loop is the algorithm
     places = {accelerator.where(ctx, t) for t in _tensors_in(ctx, test)} or {None}
     if places == {accelerator.CPU} or accelerator.in_cpu_branch(ctx, node):
         return  # a condition on CPU tensors waits for no GPU
