@@ -2538,6 +2538,19 @@ def _inference_return(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
+_GROUND_TRUTH = re.compile(r"(targets?|labels?|gts?|gt_\w+|y_true|ground_truth\w*)")
+
+
+def _ground_truth(ctx: Context, expr: ast.AST) -> bool:
+    """`target.data` in `forward(self, output, target)`: the ground truth a loss is handed never
+    requires a gradient, so no stop-gradient there cuts anything."""
+    fn = ctx.frame.node
+    if not isinstance(expr, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    return expr.id in params and _GROUND_TRUTH.fullmatch(expr.id) is not None and ctx.origin(expr) is None
+
+
 @check("TM107", calls={"detach"}, attrs={"data"})
 def detach_in_forward(node: ast.AST, ctx: Context) -> None:
     if not ctx.in_forward or ctx.grad_mode is not None:
@@ -2558,7 +2571,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         return
     if _leaves_for_python(ctx, node) or _integer_tensor(ctx, expr) or _stability_shift(ctx, node, expr):
         return  # nothing that carries a gradient is cut
-    if _inference_return(ctx, node):
+    if _inference_return(ctx, node) or _ground_truth(ctx, expr):
         return
     sub = _submodule_output(ctx, expr)
     if sub is not None:
