@@ -32,7 +32,9 @@ RULES = [
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             """,
         not_flagged="""
-            loaders whose batches stay on the CPU; loaders built with `**kwargs` (the options are not
+            loaders whose batches stay on the CPU; loaders of NumPy batches, which the loop turns into
+            tensors itself (`torch.from_numpy(batch.data).to(device)`: pinning applies to tensors
+            only); loaders built with `**kwargs` (the options are not
             visible); code with no path to an accelerator, and a kernel that has none (`.to(device)`
             there copies nothing to a GPU)
             """,

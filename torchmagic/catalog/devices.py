@@ -101,7 +101,9 @@ RULES = [
             text: `torch.save(sd, "{}.pkl".format(epoch))` in the loop, then `torch.load("{}.pkl".format(best_epoch))`), at
             the top level of a later notebook cell than the one that saved it (or of a cell run after it in the same
             kernel), after a call to a function of the source that
-            saves it (`fit(net)` then `net.load_state_dict(torch.load("last.pt"))`), or after a call that was handed both
+            saves it (`fit(net)` then `net.load_state_dict(torch.load("last.pt"))`, also from a loop at the top level), after
+            an early-stopping helper was handed the module (`stopper.step(acc, model)` with `stopper = EarlyStopping(...)`,
+            then `torch.load("es_checkpoint.pt")`, a file named like its best-weights checkpoint), or after a call that was handed both
             the module and the checkpoint's location (`early_stopping(val_loss, model, path)` then
             `model.load_state_dict(torch.load(path + "/checkpoint.pth"))`); a data file, named like a dataset, corpus or
             vocabulary and not like a checkpoint (`torch.load(opt.data)`, `torch.load("vocab.pt")`, also through a name built

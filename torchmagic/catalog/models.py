@@ -278,7 +278,9 @@ RULES = [
                 return self.head(h)
             """,
         not_flagged="""
-            code outside `forward` and the methods it calls; `torch.no_grad` blocks (TM104 covers those); `.data` used for
+            code outside `forward` and the methods it calls; `torch.no_grad` blocks (TM104 covers those); the ground
+            truth a loss is handed (`target.data` in `forward(self, output, target)`; also `labels`, `gt_*`), which never
+            requires a gradient; `.data` used for
             metadata or as a factory, which stops nothing (`x.data.new(...)`, `x.data.new_zeros(...)`, `x.data.size()`,
             `isinstance(x.data, torch.cuda.FloatTensor)`, `type(x.data)`); a stop-gradient under an explicit freeze switch
             (`if config.fix_emb:`, `if self.freeze:`, `if not self.train_emb:`); the output of a submodule the class freezes

@@ -87,9 +87,18 @@ RULES = [
             after another read of a GPU value, of a tensor that already exists and with nothing
             computed in between (`total += loss.item()` then `correct += acc.item()`: the queue
             is already drained, the first read is the finding; statements on host values only,
-            such as a progress bar's `bar.set_description("loss %.3f" % (total / n))`, may stand
-            between them; a tensor computed after the first
-            read, or a read that computes, such as `z.norm().item()`, is still flagged); the same
+            such as a progress bar's `bar.set_description("loss %.3f" % (total / n))`, or appends of
+            values already on the host, `preds.append(out)` after `out = out.cpu().numpy()`, may stand
+            between them, and `x.to("cpu")` counts as a read; a tensor computed after the first
+            read, or a read that computes, such as `z.norm().item()`, is still flagged); per-item
+            copies in an inner loop over one batch's items (`for i in range(len(images)): img =
+            images[i].detach().cpu()`) after the batch's predictions were already read, when
+            nothing since, in between or in the inner loop, computes on the GPU; reads in
+            iterations a collection picks (`if i in sample_ids:`); a value computed by a method
+            handed only tensors copied to the CPU (`loss, eer = model.loss(embeds.to(loss_device))`
+            with `loss_device = torch.device("cpu")`); reads in a `while` loop that stops on a
+            value it computes (greedy or beam decoding until the end token, `if token == eos:
+            break`): how many steps run depends on the data, so each step's read is the algorithm; the same
             read in the `else` of an `if`/`else` whose first branch was reported (one of them runs
             per iteration); `.numpy()` on
             its own (a CPU tensor waits for nothing, a GPU tensor raises; the wait in
@@ -130,7 +139,8 @@ RULES = [
             no function (`if out.argmax() == 1: print("positive")`): it waits once per run, to act
             on a result the host needs, as TM301 leaves the same reads outside loops (a function's
             conditions are still flagged, since it may be called on every step, and so is a
-            top-level `while`)
+            top-level `while`); the stop test of a `while` loop that stops on a value it computes
+            (`if token == eos_idx: break` in greedy decoding): the loop cannot go on without it
             """,
     ),
     Rule(
