@@ -26,6 +26,7 @@ from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS, TENSOR_METADATA
 from .nodes import (
     has_kwargs_splat,
     keyword,
+    move_target,
     own_nodes,
     parameters,
     parents_of,
@@ -234,7 +235,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 if func.attr == "cuda":
                     return ACCELERATOR
                 if func.attr == "to":
-                    target = keyword(n, "device") or (n.args[0] if n.args else None)
+                    target = move_target(n)
                     if _cpu_target(ctx, target):
                         return CPU
                     if target is not None and is_accelerator_target(ctx, target):
@@ -276,16 +277,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             if (
                 isinstance(origin, ast.Call)
                 and getattr(n, "lineno", 0) > (origin.end_lineno or origin.lineno)  # read after the move
-                and isinstance(origin.func, ast.Attribute)
-                and (
-                    (origin.func.attr in _TO_HOST and not origin.args)
-                    or (
-                        origin.func.attr == "to"
-                        and _cpu_target(
-                            ctx, keyword(origin, "device") or (origin.args[0] if origin.args else None)
-                        )
-                    )
-                )
+                and _host_copy(ctx, origin, _TO_HOST)
             ):
                 return CPU  # `keep = keep.cpu()`: moved to the host, wherever it was before
             if origin is not None and any(isinstance(x, ast.Name) and x.id == n.id for x in ast.walk(origin)):
@@ -319,18 +311,21 @@ def _cpu_target(ctx: Context, target: ast.AST | None) -> bool:
     return device_type_of_literal(target) == "cpu"
 
 
+def _host_copy(ctx: Context, call: ast.Call, methods: frozenset[str] = frozenset({"cpu"})) -> bool:
+    """`x.cpu()` (or another of `methods`, called without arguments) or `x.to(<the CPU>)`."""
+    if not isinstance(call.func, ast.Attribute):
+        return False
+    if call.func.attr in methods and not call.args:
+        return True
+    return call.func.attr == "to" and _cpu_target(ctx, move_target(call))
+
+
 def _copied_to_host(ctx: Context, node: ast.AST) -> bool:
     """`embeds.view(n, m, -1).to(loss_device)` (a CPU device) or `x.cpu()`, or a name bound to
     one: a value this code copied to the host on purpose."""
     if isinstance(node, ast.Name):
         node = ctx.origin(node) or node
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-        return False
-    if node.func.attr == "cpu" and not node.args:
-        return True
-    return node.func.attr == "to" and _cpu_target(
-        ctx, keyword(node, "device") or (node.args[0] if node.args else None)
-    )
+    return isinstance(node, ast.Call) and _host_copy(ctx, node)
 
 
 def _computes_on_host_copies(ctx: Context, call: ast.Call, depth: int) -> bool:
@@ -348,22 +343,26 @@ def _unpacked_from_host_copies(ctx: Context, node: ast.Name) -> bool:
     if scope is None:
         return False
     line = getattr(node, "lineno", 0)
-    last: ast.Assign | None = None
-    for stmt in own_nodes(scope):
-        if (
-            isinstance(stmt, ast.Assign)
-            and stmt.lineno < line
-            and (last is None or stmt.lineno > last.lineno)
-            and any(
-                isinstance(t, (ast.Tuple, ast.List))
-                and any(isinstance(e, ast.Name) and e.id == node.id for e in t.elts)
-                for t in stmt.targets
-            )
-        ):
-            last = stmt
+    earlier = [a for a in _unpackings(scope).get(node.id, ()) if a.lineno < line]
+    last = max(earlier, key=lambda a: a.lineno, default=None)
     return (
         last is not None and isinstance(last.value, ast.Call) and _computes_on_host_copies(ctx, last.value, 0)
     )
+
+
+@per_node
+def _unpackings(scope: ast.AST) -> dict[str, list[ast.Assign]]:
+    """The assignments of a scope that unpack into each name (`loss, eer = ...`), indexed once
+    per scope: `where` asks for every name it cannot trace."""
+    out: dict[str, list[ast.Assign]] = {}
+    for stmt in own_nodes(scope):
+        if isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                if isinstance(t, (ast.Tuple, ast.List)):
+                    for e in t.elts:
+                        if isinstance(e, ast.Name):
+                            out.setdefault(e.id, []).append(stmt)
+    return out
 
 
 def _where_accumulated(ctx: Context, name: str, depth: int) -> str | None:

@@ -64,6 +64,14 @@ def keyword(call: ast.Call, name: str) -> ast.AST | None:
     return None
 
 
+def move_target(call: ast.Call) -> ast.AST | None:
+    """The device argument of `.to(...)`: `device=` or the first positional argument."""
+    for kw in call.keywords:
+        if kw.arg == "device":
+            return kw.value
+    return call.args[0] if call.args else None
+
+
 def has_kwargs_splat(call: ast.Call) -> bool:
     return any(kw.arg is None for kw in call.keywords)
 

@@ -10,7 +10,7 @@ import types
 
 from ..context import Context
 from ..kinds import DEVICE, TENSOR_KINDS
-from ..nodes import is_atom
+from ..nodes import is_atom, move_target
 
 CUDA_PREFIX = "cuda"
 
@@ -111,14 +111,6 @@ def mentions_cuda(node: ast.AST | None) -> bool:
         if isinstance(sub, ast.Attribute) and sub.attr == "cuda":
             return True
     return False
-
-
-def move_target(call: ast.Call) -> ast.AST | None:
-    """The device argument of `.to(...)`: `device=` or the first positional argument."""
-    for kw in call.keywords:
-        if kw.arg == "device":
-            return kw.value
-    return call.args[0] if call.args else None
 
 
 def is_cuda_move(ctx: Context, call: ast.Call) -> bool:

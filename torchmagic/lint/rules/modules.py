@@ -2547,8 +2547,11 @@ def _ground_truth(ctx: Context, expr: ast.AST) -> bool:
     fn = ctx.frame.node
     if not isinstance(expr, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-    return expr.id in params and _GROUND_TRUTH.fullmatch(expr.id) is not None and ctx.origin(expr) is None
+    return (
+        expr.id in parameters(fn)
+        and _GROUND_TRUTH.fullmatch(expr.id) is not None
+        and ctx.origin(expr) is None
+    )
 
 
 @check("TM107", calls={"detach"}, attrs={"data"})

@@ -37,7 +37,7 @@ from ..kinds import (
 from ..nodes import keyword, own_nodes, parameter_default, parents_of, per_node, sole_binding, terminal_name
 from ..registry import check
 from ..walker import is_step_loop
-from ._common import format_template, unparse, unparse_operand
+from ._common import format_template, move_target, unparse, unparse_operand
 
 # Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
 _NOT_TENSOR = frozenset(
@@ -942,10 +942,7 @@ def _reads_in(ctx: Context, node: ast.AST) -> list[ast.AST]:
             elif (
                 isinstance(f, ast.Attribute)
                 and f.attr == "to"
-                and accelerator.device_type_of_literal(
-                    keyword(n, "device") or (n.args[0] if n.args else None)
-                )
-                == "cpu"
+                and accelerator.device_type_of_literal(move_target(n)) == "cpu"
             ):
                 out.append(f.value)  # `scores.to("cpu")`: a copy to the host, as `.cpu()`
             elif isinstance(f, ast.Name) and f.id == "print":
