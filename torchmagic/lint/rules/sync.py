@@ -1064,10 +1064,7 @@ def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, key
     if not before or not keys or not _launches_no_work(value):
         return False
     k = len(before) - 1
-    while k > 0 and (
-        _host_statement(ctx, before[k])
-        or (not _reads_in(ctx, before[k]) and _queues_no_gpu_work(ctx, before[k], set()))
-    ):
+    while k > 0 and not _reads_in(ctx, before[k]) and _queues_no_gpu_work(ctx, before[k], set()):
         k -= 1  # `tbar.set_description(f"{total / (i + 1):.3f}")` in between: no GPU work
     last = before[k]
     if not isinstance(last, (*_SIMPLE, ast.expr)):
@@ -1196,40 +1193,6 @@ def _drained_before_inner_loop(ctx: Context, value: ast.AST, keys: set[str]) -> 
         return False
     rebound = set().union(*(_rebinds(n) for n in before[last:]))
     return not any(key == b or key.startswith(b + ".") for key in keys for b in rebound)
-
-
-# builtins that compute on host values only
-_HOST_BUILTINS = frozenset({"len", "int", "float", "str", "round", "min", "max", "abs", "print"})
-
-
-def _host_statement(ctx: Context, stmt: ast.AST) -> bool:
-    """`tbar.set_description("loss: %.3f" % (total / (i + 1)))`, `avg = total / n`: a simple
-    statement that reads only host values (numbers, strings) and calls nothing but plain
-    builtins, string formatting and a progress bar's methods (`tqdm`): it queues no GPU work."""
-    if not isinstance(stmt, _SIMPLE):
-        return False
-    callees: set[int] = set()
-    for n in ast.walk(stmt):
-        if not isinstance(n, ast.Call):
-            continue
-        f = n.func
-        if isinstance(f, ast.Name) and f.id in _HOST_BUILTINS and not ctx.defined(f.id):
-            callees.add(id(f))
-        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Constant) and f.attr == "format":
-            callees.add(id(f))
-        elif (
-            isinstance(f, ast.Attribute)
-            and isinstance(f.value, ast.Name)
-            and (ctx.built_by(f.value) or "").split(".", 1)[0] == "tqdm"
-        ):
-            callees.update({id(f), id(f.value)})
-        else:
-            return False
-    return all(
-        ctx.kind(n) in _NOT_TENSOR
-        for n in ast.walk(stmt)
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in callees
-    )
 
 
 @check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"})
