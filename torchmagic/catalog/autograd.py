@@ -130,7 +130,9 @@ RULES = [
             buffer with `.view_as(p)`), which have no
             drop-in replacement; `p.data = <new tensor>` is told `copy_` only with its condition
             (same shape, dtype and device), unconditionally only when the new value is built from
-            `p` by elementwise operations
+            `p` by elementwise operations. `.data` on the indices output of `max`/`min`/`topk`/`sort`
+            (`_, idx = out.max(1)` then `idx.data`) is an info note that it does nothing: an integer
+            tensor has no graph to bypass
             """,
         autofix="""
             Safe: `nn.init.*_(w.data)` becomes `nn.init.*_(w)` (init writes under `no_grad` into

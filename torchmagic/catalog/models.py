@@ -300,8 +300,10 @@ RULES = [
             optional targets argument is not given (`if targets is None:`, or the `else` of
             `if targets is not None:`) while the other branch takes the targets and returns: the
             inference path of a forward that computes its own loss. `.data` reads there are still
-            legacy reads (TM403). A detached submodule output gets the freeze advice:
-            `self.cnn.requires_grad_(False)` where it is built, so it records no activations
+            legacy reads (TM403). Writes through `.data` (`x.data[i] = v`, `x.data.clamp_()`) stop no
+            gradient: the tensor keeps its graph, and TM403 reports them as the writes they are. A
+            detached submodule output gets the freeze advice: `self.cnn.requires_grad_(False)` where it
+            is built, so it records no activations
             """,
         overrides=("TM403",),
     ),

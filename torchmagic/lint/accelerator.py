@@ -213,8 +213,11 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
     chains (`out.detach().cpu()`), torch functions (`F.relu(x)` is where `x` is), module calls
     (`model(x)` is where `model` is), names (live, assigned, or the loop they iterate)."""
     n = node
-    while depth <= 8:
-        depth += 1
+    steps = 0
+    # `depth` counts hops from a name to where it was bound (and calls into helpers); moves
+    # inside one expression (`pred[:, :, 4].unsqueeze(2)`) only take steps
+    while depth <= 8 and steps < 48:
+        steps += 1
         if isinstance(n, ast.Call):
             func = n.func
             q = ctx.qualname(func) or ""
@@ -256,6 +259,9 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
         if isinstance(n, (ast.Attribute, ast.Subscript)):
             n = n.value
             continue
+        if isinstance(n, ast.Compare):
+            n = n.left  # `contain > 0.9`; the right side is often a threshold or a 0-dim tensor
+            continue
         if isinstance(n, ast.BinOp):
             # both operands sit on one device (mixing raises), so either one tells; except a
             # 0-dim CPU tensor (`torch.tensor(0.5)`), which mixes with tensors of any device
@@ -280,9 +286,22 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 and _host_copy(ctx, origin, _TO_HOST)
             ):
                 return CPU  # `keep = keep.cpu()`: moved to the host, wherever it was before
+            if (
+                isinstance(origin, ast.Call)
+                and isinstance(origin.func, ast.Attribute)
+                and origin.func.attr in ("cuda", "to")
+                and moves_to_accelerator(ctx, origin)
+            ):
+                return ACCELERATOR  # `x = x.cuda()`: moved to the accelerator, wherever it was before
             if origin is not None and any(isinstance(x, ast.Name) and x.id == n.id for x in ast.walk(origin)):
                 # `x = x * scale`: where x was before is where it is now
                 earlier = ctx.earlier_origin(n.id)
+                if (
+                    _self_derived(origin, n.id)
+                    and (earlier is None or _self_derived(earlier, n.id))
+                    and _host_argument(ctx, n)
+                ):
+                    return CPU  # `pred = pred.data; pred = pred.squeeze(0)` on a parameter from the host
                 if earlier is None:
                     return _where_update(ctx, origin, n.id, depth)
                 origin = earlier
@@ -296,6 +315,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                     return accumulated
                 return CPU if _mixed_with_host_rows(ctx, n) or _host_argument(ctx, n) else None
             n = origin
+            depth += 1
             continue
         return None
     return None
@@ -798,20 +818,45 @@ def _host_argument(ctx: Context, node: ast.Name) -> bool:
     return _param_from_host(ctx, ctx.stack[0], func, node.id, 0)
 
 
+def _self_derived(node: ast.AST, name: str) -> bool:
+    """`pred.data`, `pred.squeeze(0)`, `pred[0]`: a view or method result of `name` itself that
+    stays where `name` is (no `.to(...)`, `.cuda()`, no other operand)."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id == name
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr not in _MOVES
+            and not any(isinstance(x, ast.Name) and x.id == name for a in node.args for x in ast.walk(a))
+        ):
+            node = node.func.value
+        else:
+            return False
+
+
+_MOVES = frozenset({"to", "cuda", "cpu", "type", "new", "pin_memory"})
+
+
 def _param_from_host(ctx: Context, tree: ast.AST, func: ast.AST, name: str, depth: int) -> bool:
     if depth > _MAX_CALLERS or not isinstance(func, _FuncDef):
         return False
-    if any(
-        isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in own_nodes(func)
-    ):
-        return False
+    parents = parents_of(tree)
+    for n in own_nodes(func):
+        if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load):
+            stmt = parents.get(id(n))
+            if not (isinstance(stmt, ast.Assign) and stmt.targets == [n] and _self_derived(stmt.value, name)):
+                return False  # rebound to something else than a view of itself
     positional = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
     if name not in positional:
         return False
     sites = _call_sites(ctx, tree, func)
     if not sites:
         return False
-    parents = parents_of(tree)
     index = positional.index(name) - (1 if _enclosing(parents, func, ast.ClassDef) is not None else 0)
     for call in sites:
         if any(isinstance(a, ast.Starred) for a in call.args) or has_kwargs_splat(call):
