@@ -100,7 +100,9 @@ RULES = [
             onto the device it came from): in the same scope that saved it (also under a formatted name with the same fixed
             text: `torch.save(sd, "{}.pkl".format(epoch))` in the loop, then `torch.load("{}.pkl".format(best_epoch))`), at
             the top level of a later notebook cell than the one that saved it (or of a cell run after it in the same
-            kernel), after a call to a function of the source that
+            kernel), inside a module-level function called only at the top level after a top-level save of the file
+            (`def test(): model.load_state_dict(torch.load(best))` called once the training loop has saved `best`),
+            after a call to a function of the source that
             saves it (`fit(net)` then `net.load_state_dict(torch.load("last.pt"))`, also from a loop at the top level), after
             an early-stopping helper was handed the module (`stopper.step(acc, model)` with `stopper = EarlyStopping(...)`,
             then `torch.load("es_checkpoint.pt")`, a file named like its best-weights checkpoint), or after a call that was handed both

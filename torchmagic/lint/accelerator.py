@@ -116,13 +116,22 @@ def is_accelerator_target(ctx: Context, target: ast.AST | None) -> bool:
     if isinstance(target, ast.Call):
         q = ctx.qualname(target.func) or ""
         if q == "torch.device" or q.endswith(".device"):
-            return _mentions_accelerator(target)
+            # `torch.device("cuda:0")`, or a device named on the command line (`torch.device(args.device)`)
+            return _mentions_accelerator(target) or any(
+                isinstance(a, (ast.Name, ast.Attribute)) and _device_like(a) for a in target.args[:1]
+            )
         return _device_like(target.func) if isinstance(target.func, (ast.Name, ast.Attribute)) else False
     if isinstance(target, ast.Name):
         origin = ctx.origin(target)
         if origin is not None:
-            return _mentions_accelerator(origin) or (
-                isinstance(origin, (ast.Name, ast.Attribute, ast.Subscript)) and _device_like(target)
+            return (
+                _mentions_accelerator(origin)
+                or (isinstance(origin, (ast.Name, ast.Attribute, ast.Subscript)) and _device_like(target))
+                or (
+                    isinstance(origin, ast.Call)
+                    and (ctx.qualname(origin.func) or "") == "torch.device"
+                    and is_accelerator_target(ctx, origin)
+                )
             )
         live = live_device_type(ctx, target.id)
         if live is not None:

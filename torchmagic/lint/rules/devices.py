@@ -15,7 +15,7 @@ from ..context import Context
 from ..cuda_only import declares_cuda_only, parsed_document, text_declares_cuda_only
 from ..fixes import fix_of
 from ..gpu_placement import Placement, cuda_placement
-from ..nodes import has_kwargs_splat, keyword, terminal_name
+from ..nodes import has_kwargs_splat, keyword, parents_of, terminal_name
 from ..registry import check
 from ._common import (
     chain_root,
@@ -411,6 +411,8 @@ def _decide_loads(ctx: Context, files: _Files, tree: ast.Module) -> None:
         earlier = _calls_before(load.scope or tree, load.call.lineno)
         if same and _saved_by_a_call(earlier, same):
             continue  # `train(model)` saves it, then it is reloaded: same run, same device
+        if same and _only_called_after_a_save(tree, load, same):
+            continue  # `def test(): torch.load(best)`, called only after the loop saved `best`
         if _handed_to_a_saver(earlier, load) or _kept_by_early_stopping(earlier, load, load.scope or tree):
             continue  # `early_stopping(loss, model, path)` saved it into `path` earlier in this run
         if not placement_known:
@@ -582,6 +584,37 @@ def _saved_by_a_call(calls: list[ast.Call], saves: list[_Save]) -> bool:
         )
         for c in calls
     )
+
+
+def _only_called_after_a_save(tree: ast.Module, load: _Load, saves: list[_Save]) -> bool:
+    """The load sits in a module-level function that is only ever called (at least once) at the
+    top level after a top-level save of the same file: the run that saved it reloads it."""
+    func = load.scope
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(s is func for s in tree.body):
+        return False
+    top = [s.line for s in saves if s.scope is None]
+    if not top:
+        return False
+    parents = parents_of(tree)
+    calls = 0
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load):
+            call = parents.get(id(n))
+            if not (isinstance(call, ast.Call) and call.func is n) or _in_function(parents, call):
+                return False  # passed around, or called from another function
+            if not any(line < call.lineno for line in top):
+                return False
+            calls += 1
+    return calls > 0
+
+
+def _in_function(parents: dict[int, ast.AST], node: ast.AST) -> bool:
+    up = parents.get(id(node))
+    while up is not None:
+        if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return True
+        up = parents.get(id(up))
+    return False
 
 
 def _handed_to_a_saver(calls: list[ast.Call], load: _Load) -> bool:
