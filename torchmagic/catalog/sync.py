@@ -53,7 +53,8 @@ RULES = [
             `TensorDataset` or a Dataset class whose `__len__` counts a constructor argument
             such as `torch.tensor([[...], ...])`, also when a function of this source returns
             the loader, `train_loader, _ = prepare_dataset()`); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
-            in the file, notebook or kernel; a device named on the command line, `torch.device(args.device)`, is a path); values known to be on the CPU (live device,
+            in the file, notebook or kernel; a device named on the command line, `torch.device(args.device)`, is a path; the device of another
+            tensor, `torch.zeros(1, device=values.device)` or `.to(rewards.device)`, is not: it moves nothing); values known to be on the CPU (live device,
             `.cpu()`-ed, a factory without a device, batches from a DataLoader that were never
             moved, a function's argument that it combines with a CPU tensor of one dimension or
             more, `torch.max(boxes[:, :2], crop[:2])` with `crop = torch.FloatTensor([...])`,

@@ -19,6 +19,7 @@ over CPU tensors waits for nothing. Two questions:
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -164,14 +165,28 @@ def moves_to_accelerator(ctx: Context, call: ast.Call) -> bool:
             return True
         if func.attr == "to":
             target = keyword(call, "device") or (call.args[0] if call.args else None)
-            if target is not None and is_accelerator_target(ctx, target):
+            if target is not None and is_accelerator_target(ctx, target) and not _follows_a_value(target):
                 return True
     for kw in call.keywords:
-        if kw.arg == "device" and is_accelerator_target(ctx, kw.value):
+        if kw.arg == "device" and is_accelerator_target(ctx, kw.value) and not _follows_a_value(kw.value):
             return True
         if kw.arg == "non_blocking" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
             return True
     return False
+
+
+_SETTINGS = re.compile(r"^(self|args?|opts?|cfg|config|conf|hparams|params|settings|flags|FLAGS)$")
+
+
+def _follows_a_value(target: ast.AST) -> bool:
+    """`device=values.device`, `.to(x.device)`: the device of another tensor or module, which
+    puts nothing on an accelerator that was not there already (unlike `self.device` or
+    `args.device`, a device chosen once and kept in an object or the settings)."""
+    return (
+        isinstance(target, ast.Attribute)
+        and target.attr == "device"
+        and not (isinstance(target.value, ast.Name) and _SETTINGS.match(target.value.id))
+    )
 
 
 # ---- where one value lives ---------------------------------------------------------------------
