@@ -81,3 +81,25 @@ def test_a_write_already_under_no_grad_is_told_to_write_the_tensor_itself() -> N
     assert inside.line == 6 and "already runs under `no_grad`" in inside.hint, inside.hint
     assert "`p += ...`" in inside.hint and "with torch.no_grad()" not in inside.hint
     assert outside.line == 8 and "with torch.no_grad(): p.mul_(0.5)" in outside.hint, outside.hint
+
+
+def test_a_gradient_write_keeps_its_arguments_out_of_the_graph() -> None:
+    # Reptile's meta-update: `p.grad.data.add_(-1.0, l.data)` with `l` a learner weight that
+    # requires grad. The hint writes to the gradient directly and detaches the argument: the
+    # same numbers, and no graph recorded on `p.grad` (dropping `.data` from `l` would).
+    code = (
+        "import torch.nn as nn\n"
+        "model, learner = nn.Linear(3, 2), nn.Linear(3, 2)\n"
+        "for p, l in zip(model.parameters(), learner.parameters()):\n"
+        "    p.grad.data.add_(l.data, alpha=-1.0)\n"
+    )
+    (f,) = tm403(code)
+    assert "`p.grad.add_(l.detach(), alpha=-1.0)`" in f.hint
+    model, learner = nn.Linear(3, 2), nn.Linear(3, 2)
+    expected = []
+    for p, l in zip(model.parameters(), learner.parameters()):
+        p.grad = torch.ones_like(p)
+        expected.append((p.grad - l.detach()).clone())
+        p.grad.add_(l.detach(), alpha=-1.0)  # the statement of the hint
+        assert p.grad.grad_fn is None
+    assert all(torch.equal(p.grad, e) for p, e in zip(model.parameters(), expected))

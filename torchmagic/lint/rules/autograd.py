@@ -455,19 +455,29 @@ def _scalar_loss(ctx: Context, owner: ast.AST) -> bool:
     return "loss" in q.lower() or (ctx.built_by(value.func) or "").endswith("Loss")
 
 
-def _args(call: ast.Call, skip: int = 0, lead: str = "", strip: frozenset[str] = frozenset()) -> str:
+def _args(
+    call: ast.Call,
+    skip: int = 0,
+    lead: str = "",
+    strip: frozenset[str] = frozenset(),
+    detach: frozenset[str] = frozenset(),
+) -> str:
     """`(0.0, 0.02)` for a short argument list, `(...)` for a long one, `()` for none; `lead`
     goes first (`nn.init.normal_(w, 0.0, 0.02)`); `x.data` reads of the tensors named in
-    `strip` become `x` (the same values under `no_grad`)."""
+    `strip` become `x` (the same values under `no_grad`), those named in `detach` become
+    `x.detach()` (outside `no_grad`, where `x` would bring its graph along)."""
 
     class Strip(ast.NodeTransformer):
         def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
             if node.attr == "data" and ast.unparse(node.value) in strip:
                 return self.visit(node.value)
+            if node.attr == "data" and ast.unparse(node.value) in detach:
+                value = self.visit(node.value)
+                return ast.Call(ast.Attribute(value, "detach", ast.Load()), [], [])
             return self.generic_visit(node)
 
     def text(e: ast.AST) -> str:
-        return ast.unparse(Strip().visit(copy.deepcopy(e)) if strip else e)
+        return ast.unparse(Strip().visit(copy.deepcopy(e)) if strip or detach else e)
 
     parts = [text(a) for a in call.args[skip:]]
     parts += [f"{k.arg}={text(k.value)}" if k.arg else f"**{text(k.value)}" for k in call.keywords]
@@ -871,6 +881,11 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         args = _args(call)  # type: ignore[arg-type]
         clean = _args(call, strip=_tensor_reads(ctx, call, owner))  # type: ignore[arg-type]
         if owner.endswith(".grad"):
+            # no `no_grad` around this write: a `.data` read in the arguments becomes `.detach()`,
+            # or the gradient would record the graph of a tensor that requires grad
+            reads = _tensor_reads(ctx, call, owner)  # type: ignore[arg-type]
+            grads = frozenset(r for r in reads if r == owner or r.endswith(".grad"))
+            clean = _args(call, strip=grads, detach=reads - grads)  # type: ignore[arg-type]
             fix = f"Write to the gradient itself: `{owner}.{method}{clean}` (it is not part of any graph)."
         elif method in _INIT and _param_like(ctx, owner_node):
             fix = (
