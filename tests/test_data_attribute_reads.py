@@ -97,9 +97,9 @@ def test_a_gradient_write_keeps_its_arguments_out_of_the_graph() -> None:
     assert "`p.grad.add_(l.detach(), alpha=-1.0)`" in f.hint
     model, learner = nn.Linear(3, 2), nn.Linear(3, 2)
     expected = []
-    for p, l in zip(model.parameters(), learner.parameters()):
+    for p, w in zip(model.parameters(), learner.parameters()):
         p.grad = torch.ones_like(p)
-        expected.append((p.grad - l.detach()).clone())
-        p.grad.add_(l.detach(), alpha=-1.0)  # the statement of the hint
+        expected.append((p.grad - w.detach()).clone())
+        p.grad.add_(w.detach(), alpha=-1.0)  # the statement of the hint
         assert p.grad.grad_fn is None
     assert all(torch.equal(p.grad, e) for p, e in zip(model.parameters(), expected))
