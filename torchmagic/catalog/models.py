@@ -233,7 +233,8 @@ RULES = [
             self.register_buffer("scale", torch.ones(16))   # persistent=False to keep it out of state_dict
             """,
         not_flagged="""
-            `nn.Parameter(...)`, `register_buffer(...)`; a conversion with nothing to do on a Parameter
+            `nn.Parameter(...)`, `register_buffer(...)`; a tensor that a later statement of `__init__` makes a
+            Parameter (`self.lr = lr * torch.ones_like(p)` then `self.lr = nn.Parameter(self.lr)`); a conversion with nothing to do on a Parameter
             of a fresh float32 CPU tensor (`nn.Parameter(torch.randn(n)).type(torch.FloatTensor)`,
             `.float()`, `.to(torch.float32)`, in-place initialisers): PyTorch returns the Parameter
             itself; classes that move their own tensor state (the class or a base in the

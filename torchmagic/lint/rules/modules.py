@@ -1740,6 +1740,8 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
     if wrapped is not None:
         _flag_converted_parameter(ctx, node, target.attr, *wrapped)
         return
+    if _made_a_parameter_later(ctx, node, target.attr):
+        return  # `self.lr = lr * torch.ones_like(p)` then `self.lr = nn.Parameter(self.lr)`
     state = _tm106_state(ctx)
     placed = _on_callers_device(ctx, node.value, state["placed"])
     if placed:
@@ -1763,6 +1765,24 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
         f"`self.{target.attr}` holds a plain tensor: it will not follow `model.to(device)` and is missing from `state_dict()`.",
         hint,
     )
+
+
+def _made_a_parameter_later(ctx: Context, node: ast.AST, attr: str) -> bool:
+    """A later statement of the same `__init__` (same block) stores `nn.Parameter(...)` into
+    `self.<attr>`: the plain tensor was only a step towards it."""
+    body = getattr(ctx.frame.node, "body", [])
+    after = [s for s in body if s.lineno > node.lineno]  # type: ignore[attr-defined]
+    for stmt in after:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(t := stmt.targets[0], ast.Attribute)
+            and isinstance(t.value, ast.Name)
+            and t.value.id == "self"
+            and t.attr == attr
+        ):
+            return isinstance(stmt.value, ast.Call) and ctx.qualname(stmt.value.func) in _PARAMETER
+    return False
 
 
 # factories whose result is a float32 CPU tensor unless told otherwise
