@@ -54,7 +54,10 @@ RULES = [
             such as `torch.tensor([[...], ...])`, also when a function of this source returns
             the loader, `train_loader, _ = prepare_dataset()`); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
             in the file, notebook or kernel; a device named on the command line, `torch.device(args.device)`, is a path; the device of another
-            tensor, `torch.zeros(1, device=values.device)` or `.to(rewards.device)`, is not: it moves nothing); values known to be on the CPU (live device,
+            tensor, `torch.zeros(1, device=values.device)` or `.to(rewards.device)`, is not: it moves nothing); a walk over
+            a model's parameters, buffers or state dict in no other loop that runs once per run (at the top level, or in a
+            module-level function only called from the top level outside loops, such as `main()`): printing the trained
+            weights is a report, not a hot path; values known to be on the CPU (live device,
             `.cpu()`-ed, a factory without a device, batches from a DataLoader that were never
             moved, a function's argument that it combines with a CPU tensor of one dimension or
             more, `torch.max(boxes[:, :2], crop[:2])` with `crop = torch.FloatTensor([...])`,

@@ -1202,6 +1202,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     loop = ctx.loops[-1].node
     if _few_iterations(ctx, loop) or _is_epoch_loop(loop):
         return
+    if _walks_parameters_once(ctx, loop):
+        return  # `for p in model.parameters(): print(p)` after training: a report, not a hot path
     func = call.func
     value: ast.AST | None = None
     if isinstance(func, ast.Name):
@@ -1281,6 +1283,72 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         " loop, or only every N steps.",
         needs_accelerator=place is None,
     )
+
+
+_MODEL_STATE = frozenset(
+    {"parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "param_groups"}
+)
+
+
+def _walks_parameters_once(ctx: Context, loop: ast.AST) -> bool:
+    """A loop over a model's parameters, buffers or state dict that is in no other loop and
+    runs once per run: at the top level of a script or cell, or in a module-level function
+    that is only called from the top level, outside loops (`main()`). It waits once per tensor
+    of the model, once: printing or summarising the trained weights is what it is for."""
+    if len(ctx.loops) != 1:
+        return False
+    it = getattr(loop, "iter", None)
+    while (
+        isinstance(it, ast.Call)
+        and terminal_name(it.func) in ("enumerate", "list", "sorted", "zip")
+        and it.args
+    ):
+        it = it.args[0]
+    if (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Attribute)
+        and it.func.attr in ("items", "values")
+    ):
+        it = it.func.value  # `model.state_dict().items()`
+    if not (isinstance(it, ast.Call) and terminal_name(it.func) in _MODEL_STATE) and not (
+        isinstance(it, ast.Attribute) and it.attr == "param_groups"
+    ):
+        return False
+    func = ctx.frame.node
+    if func is None:
+        return True
+    tree = ctx.stack[0] if ctx.stack else None
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree is None:
+        return False
+    if not any(stmt is func for stmt in getattr(tree, "body", [])):
+        return False
+    parents = parents_of(tree)
+    calls = 0
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load)):
+            continue
+        call = parents.get(id(n))
+        if not (isinstance(call, ast.Call) and call.func is n):
+            return False  # handed to something that may call it any number of times
+        up = parents.get(id(call))
+        while up is not None and not isinstance(up, ast.Module):
+            if isinstance(
+                up,
+                (
+                    ast.For,
+                    ast.AsyncFor,
+                    ast.While,
+                    ast.FunctionDef,
+                    ast.AsyncFunctionDef,
+                    ast.Lambda,
+                    ast.ClassDef,
+                    *_COMPREHENSIONS,
+                ),
+            ):
+                return False
+            up = parents.get(id(up))
+        calls += 1
+    return calls > 0
 
 
 def _roots(ctx: Context, value: ast.AST) -> set[str]:
