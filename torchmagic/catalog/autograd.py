@@ -57,7 +57,8 @@ RULES = [
         not_flagged="""
             blocks that mutate parameters (`p.copy_`, `p -= lr * p.grad`, init code), which need `no_grad`;
             files using `torch.distributed.rpc`, where the forward may run remotely and the local
-            grad mode does not govern it; a block inside a loop (or a function) that also calls
+            grad mode does not govern it; code using GPyTorch, whose models cache prediction tensors on
+            themselves (made under `inference_mode`, they make the next grad-enabled call raise); a block inside a loop (or a function) that also calls
             `backward()`: its results may be saved for that backward (a DQN target, a teacher's
             outputs), which tensors made under `inference_mode` cannot be
             """,

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 
 from ...report import Fix
+from .. import libraries
 from ..context import Context, LoopInfo, grad_context
 from ..fixes import fix_of
 from ..kinds import (
@@ -204,6 +205,8 @@ def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
         return
     if any(v.startswith("torch.distributed.rpc") for v in ctx.imports.values()):
         return  # the forward may run remotely: the local grad mode does not govern it
+    if libraries.caches_predictions(ctx):
+        return  # GPyTorch caches prediction tensors on the model: inference tensors there break later calls
     if any(_mutates(ctx, stmt) for stmt in node.body) or not _runs_a_model(ctx, node.body):
         return
     # Tensors made under inference_mode cannot be saved for backward later: a no_grad target

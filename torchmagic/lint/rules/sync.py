@@ -13,7 +13,7 @@ import ast
 import re
 from weakref import WeakKeyDictionary
 
-from .. import accelerator
+from .. import accelerator, libraries
 from ..context import Context
 from ..kinds import (
     DATASET,
@@ -1202,6 +1202,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     loop = ctx.loops[-1].node
     if _few_iterations(ctx, loop) or _is_epoch_loop(loop):
         return
+    if libraries.forward_waits_each_call(ctx):
+        return  # GPyTorch's forward reads GPU values on every call: one more read adds no wait
     if _walks_parameters_once(ctx, loop):
         return  # `for p in model.parameters(): print(p)` after training: a report, not a hot path
     func = call.func

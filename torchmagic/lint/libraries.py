@@ -1,0 +1,28 @@
+"""What the checked code's libraries do that changes a rule's advice, read from its imports.
+
+GPyTorch: a model's prediction caches tensors on the model (the variational Cholesky factor,
+an exact GP's `prediction_strategy`); made under `torch.inference_mode()` they become
+inference tensors, and the next grad-enabled call in eval mode raises "Inference tensors
+cannot be saved for backward". Its forward passes and marginal log-likelihoods also read GPU
+values on every call (Cholesky and conjugate-gradient checks, `.item()` in the variational
+strategy), so one more read per step in a GPyTorch loop adds no wait of its own.
+"""
+
+from __future__ import annotations
+
+from .context import Context
+
+
+def _imports(ctx: Context, package: str) -> bool:
+    return any(v == package or v.startswith(package + ".") for v in ctx.imports.values())
+
+
+def caches_predictions(ctx: Context) -> bool:
+    """The code uses a library that caches prediction state on its models (GPyTorch)."""
+    return _imports(ctx, "gpytorch")
+
+
+def forward_waits_each_call(ctx: Context) -> bool:
+    """The code's models come from a library whose forward already waits for the GPU on every
+    call (GPyTorch)."""
+    return _imports(ctx, "gpytorch")
