@@ -27,7 +27,8 @@ RULES = [
             asked for CUDA (`if cuda:`, `if args.cuda:`, `if use_cuda:`, `if torch.cuda.is_available():`,
             `x.cuda() if use_cuda else x`): such code already runs on a machine without a GPU; `.cuda(rank)`,
             `.cuda(args.gpu)`: one GPU per process, chosen at run time (DDP and RPC trainers); code
-            that says it runs on CUDA only (`assert torch.cuda.is_available()`, stops without a GPU,
+            that says it runs on CUDA only (`assert torch.cuda.is_available()`, `assert n_gpus >= 2` with
+            `n_gpus = torch.cuda.device_count()`, `dist.init_process_group("nccl")`, stops without a GPU,
             imports apex, cupy, pycuda or numba.cuda without a fallback, loads a `.cu` extension),
             in the file, the notebook, or (`torchmagic check`) any file of the project around it
             (the nearest folder with `.git`, `pyproject.toml`, `setup.py`, `setup.cfg` or
@@ -58,6 +59,7 @@ RULES = [
             """,
         not_flagged="""
             that selection line itself; `torch.device(...)` assigned once to a name; a move inside `if torch.cuda.is_available():`;
+            code that says it runs on CUDA only (as for TM201: a GPU asserted, NCCL, a CUDA-only library);
             indexed devices (`"cuda:1"`) in code that names two or more GPUs by index: model parallel code places each
             part on a chosen GPU on purpose
             """,

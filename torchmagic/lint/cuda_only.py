@@ -29,6 +29,7 @@ _MENTIONS = re.compile(
     _LIBRARY_MENTIONS.pattern
     + r"|assert\s+(torch\.)?cuda\.(is_available|device_count)"
     + r"|not\s+(torch\.)?cuda\.is_available|cuda\.device_count\(\)\s*(==|<)"
+    + r"|device_count\(\)|[\'\"]nccl[\'\"]"
 )
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
@@ -54,11 +55,49 @@ def declares_cuda_only(tree: ast.AST, *, library_only: bool = False) -> bool:
     `library_only`: only what the code is built on (libraries, extensions), which holds for
     every file that uses it; an assert or an exit says only that its own script needs a GPU."""
     key = "cuda_only_library" if library_only else "cuda_only"
-    return remember(tree, key, lambda: _any_declaration(tree, False, library_only))
+    return remember(tree, key, lambda: _any_declaration(tree, False, library_only, _gpu_counts(tree)))
 
 
-def _any_declaration(node: ast.AST, optional: bool, library_only: bool) -> bool:
-    if not optional and _says_cuda_only(node, library_only):
+def _gpu_counts(tree: ast.AST) -> frozenset[str]:
+    """Names bound to the number of GPUs (`n_gpus = torch.cuda.device_count()`)."""
+    return frozenset(
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and _is_device_count(n.value)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    )
+
+
+def _is_device_count(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and ast.unparse(node.func) in (
+        "torch.cuda.device_count",
+        "cuda.device_count",
+    )
+
+
+def _asserts_gpus(test: ast.AST, counts: frozenset[str]) -> bool:
+    """`assert n_gpus >= 2`, `assert torch.cuda.device_count() > 1`: at least one GPU."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if not (_is_device_count(left) or (isinstance(left, ast.Name) and left.id in counts)):
+        return False
+    if not (isinstance(right, ast.Constant) and isinstance(right.value, int)):
+        return False
+    return (isinstance(op, ast.GtE) and right.value >= 1) or (isinstance(op, ast.Gt) and right.value >= 0)
+
+
+def _nccl(call: ast.Call) -> bool:
+    """`dist.init_process_group("nccl", ...)`: NCCL runs on NVIDIA GPUs only."""
+    backend = (
+        call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "backend"), None)
+    )
+    return isinstance(backend, ast.Constant) and backend.value == "nccl"
+
+
+def _any_declaration(node: ast.AST, optional: bool, library_only: bool, counts: frozenset[str]) -> bool:
+    if not optional and _says_cuda_only(node, library_only, counts):
         return True
     if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
         guarded = _survives_import_error(node)  # type: ignore[arg-type]
@@ -68,8 +107,12 @@ def _any_declaration(node: ast.AST, optional: bool, library_only: bool) -> bool:
             (node.orelse, optional or guarded),  # type: ignore[attr-defined]
             (node.finalbody, optional),  # type: ignore[attr-defined]
         ]
-        return any(_any_declaration(child, opt, library_only) for nodes, opt in parts for child in nodes)
-    return any(_any_declaration(child, optional, library_only) for child in ast.iter_child_nodes(node))
+        return any(
+            _any_declaration(child, opt, library_only, counts) for nodes, opt in parts for child in nodes
+        )
+    return any(
+        _any_declaration(child, optional, library_only, counts) for child in ast.iter_child_nodes(node)
+    )
 
 
 def _survives_import_error(node: ast.Try) -> bool:
@@ -95,11 +138,13 @@ def _stops(stmt: ast.stmt) -> bool:
     )
 
 
-def _says_cuda_only(node: ast.AST, library_only: bool) -> bool:
+def _says_cuda_only(node: ast.AST, library_only: bool, counts: frozenset[str] = frozenset()) -> bool:
     if library_only and isinstance(node, (ast.Assert, ast.If)):
         return False
     if isinstance(node, ast.Assert):
-        return bool(_CUDA_PRESENT.match(ast.unparse(node.test)))
+        return bool(_CUDA_PRESENT.match(ast.unparse(node.test))) or _asserts_gpus(node.test, counts)
+    if not library_only and isinstance(node, ast.Call) and terminal_name(node.func) == "init_process_group":
+        return _nccl(node)
     if isinstance(node, ast.If) and _CUDA_ABSENT.match(ast.unparse(node.test)) and node.body:
         return _stops(node.body[-1])
     if isinstance(node, ast.Import):

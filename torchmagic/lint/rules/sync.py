@@ -1287,6 +1287,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     )
 
 
+# run a function once in each process they start
+_SPAWNERS = frozenset({"spawn", "start_processes"})
 _MODEL_STATE = frozenset(
     {"parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "param_groups"}
 )
@@ -1320,7 +1322,13 @@ def _walks_parameters_once(ctx: Context, loop: ast.AST) -> bool:
     if func is None:
         return True
     tree = ctx.stack[0] if ctx.stack else None
-    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree is None:
+    return tree is not None and _runs_once_per_run(tree, func, 0)
+
+
+def _runs_once_per_run(tree: ast.AST, func: ast.AST, depth: int) -> bool:
+    """A module-level function that is only called (or started in a process, `mp.spawn(f)`,
+    `Process(target=f)`) at the top level outside loops, or from another such function."""
+    if depth > 3 or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     if not any(stmt is func for stmt in getattr(tree, "body", [])):
         return False
@@ -1330,23 +1338,19 @@ def _walks_parameters_once(ctx: Context, loop: ast.AST) -> bool:
         if not (isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load)):
             continue
         call = parents.get(id(n))
-        if not (isinstance(call, ast.Call) and call.func is n):
+        if isinstance(call, ast.keyword) and call.arg == "target":
+            call = parents.get(id(call))  # `mp.Process(target=main, ...)`: once per process
+        if not isinstance(call, ast.Call) or (
+            call.func is not n and terminal_name(call.func) not in _SPAWNERS | {"Process"}
+        ):
             return False  # handed to something that may call it any number of times
         up = parents.get(id(call))
         while up is not None and not isinstance(up, ast.Module):
-            if isinstance(
-                up,
-                (
-                    ast.For,
-                    ast.AsyncFor,
-                    ast.While,
-                    ast.FunctionDef,
-                    ast.AsyncFunctionDef,
-                    ast.Lambda,
-                    ast.ClassDef,
-                    *_COMPREHENSIONS,
-                ),
-            ):
+            if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if up is func or not _runs_once_per_run(tree, up, depth + 1):
+                    return False
+                break
+            if isinstance(up, (ast.For, ast.AsyncFor, ast.While, ast.Lambda, ast.ClassDef, *_COMPREHENSIONS)):
                 return False
             up = parents.get(id(up))
         calls += 1
