@@ -47,7 +47,8 @@ RULES = [
             `for name, p in model.named_parameters(): writer.add_histogram(name, p.cpu()...)`, or a
             loop over lists the source builds itself, `for ref in kept:` with `kept = []` filled by
             `.append`: results kept in memory, not a pass over a loader);
-            loops that run a handful of times (`range(4)`, a short list, a loop that stops on a
+            loops that run a handful of times, unless a step loop around them repeats them (16 tasks in
+            each of 10,000 meta-steps are still reported) (`range(4)`, a short list, a loop that stops on a
             count (also a command-line option's small default: `if i == args.n_samples - 1: break`
             with `add_argument("--n_samples", type=int, default=8)`), a DataLoader over a handful of rows written out in the source: a
             `TensorDataset` or a Dataset class whose `__len__` counts a constructor argument

@@ -214,6 +214,13 @@ def _few_iterations(ctx: Context, loop: ast.AST) -> bool:
     source, or a loop that stops after a count (`if shown == num_images: return`): it runs a
     handful of times (showing a few images, a few layers, a toy demo's batches), which is not
     where per-iteration syncs cost anything."""
+    return _few_iterations_alone(ctx, loop) or any(
+        _stops_on_a_count(outer.node) or _stops_at_option(ctx, outer.node) for outer in ctx.loops
+    )
+
+
+def _few_iterations_alone(ctx: Context, loop: ast.AST) -> bool:
+    """`_few_iterations` from the loop's own header alone."""
     it = getattr(loop, "iter", None)
     if isinstance(it, ast.Call) and terminal_name(it.func) == "range" and it.args:
         last = it.args[0] if len(it.args) == 1 else it.args[1]
@@ -234,9 +241,7 @@ def _few_iterations(ctx: Context, loop: ast.AST) -> bool:
         and _short_literal(ctx, it.args[0].args[0])
     ):
         return True  # `for c in range(len(target))`, `target = torch.tensor([1, 2, 3]).to(device)`
-    if it is not None and _few_batches(ctx, it):
-        return True
-    return any(_stops_on_a_count(outer.node) or _stops_at_option(ctx, outer.node) for outer in ctx.loops)
+    return it is not None and _few_batches(ctx, it)
 
 
 # constructors that build a tensor or array from the data they are given
@@ -1200,7 +1205,7 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_loop or ctx.loops[-1].inner_loop_seen:
         return  # after the inner batch loop: once per epoch is the fix, not the problem
     loop = ctx.loops[-1].node
-    if _few_iterations(ctx, loop) or _is_epoch_loop(loop):
+    if _is_epoch_loop(loop) or (_few_iterations(ctx, loop) and not _repeated_by_an_outer_loop(ctx)):
         return
     if libraries.forward_waits_each_call(ctx):
         return  # GPyTorch's forward reads GPU values on every call: one more read adds no wait
@@ -1289,6 +1294,22 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
 
 # run a function once in each process they start
 _SPAWNERS = frozenset({"spawn", "start_processes"})
+
+
+def _repeated_by_an_outer_loop(ctx: Context) -> bool:
+    """A short loop (`for task in range(meta_batch_size)`, 16 tasks) nested in a step loop
+    that goes round many times (`for iteration in range(num_iterations)`): its reads repeat on
+    every step, a few at a time."""
+    if any(_stops_on_a_count(loop.node) or _stops_at_option(ctx, loop.node) for loop in ctx.loops):
+        return False  # `if shown == num_images: return`, `if i == 4: break`: a few in all
+    return any(
+        is_step_loop(outer.node)
+        and not _is_epoch_loop(outer.node)
+        and not _few_iterations_alone(ctx, outer.node)
+        for outer in ctx.loops[:-1]
+    )
+
+
 _MODEL_STATE = frozenset(
     {"parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "param_groups"}
 )
