@@ -58,7 +58,8 @@ RULES = [
             tensor, `torch.zeros(1, device=values.device)` or `.to(rewards.device)`, is not: it moves nothing); a walk over
             a model's parameters, buffers or state dict in no other loop that runs once per run (at the top level, or in a
             module-level function only called from the top level outside loops, such as `main()`): printing the trained
-            weights is a report, not a hot path; loops in code using GPyTorch, whose forward passes and marginal
+            weights is a report, not a hot path; a `torch.cuda.synchronize()` whose next statement reads a clock
+            (`start = time.time()`, also after the `if torch.cuda.is_available():` it sits in): a barrier for timing; loops in code using GPyTorch, whose forward passes and marginal
             log-likelihoods already read GPU values on every call (Cholesky and conjugate-gradient checks), so one
             more read per step adds no wait of its own; values known to be on the CPU (live device,
             `.cpu()`-ed, a factory without a device, batches from a DataLoader that were never

@@ -1224,6 +1224,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         if func.attr == "synchronize":
             if ctx.qualname(func) != "torch.cuda.synchronize":
                 return
+            if _times_next(ctx, call):
+                return  # `torch.cuda.synchronize()` then `t0 = time.time()`: a timing barrier
             label = "torch.cuda.synchronize()"
         elif func.attr in _SYNC_METHODS:
             if call.args and func.attr in ("item", "tolist", "numpy", "cpu"):
@@ -1294,6 +1296,36 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
 
 # run a function once in each process they start
 _SPAWNERS = frozenset({"spawn", "start_processes"})
+
+
+_CLOCKS = frozenset({"time", "perf_counter", "monotonic", "process_time", "perf_counter_ns", "time_ns"})
+
+
+def _times_next(ctx: Context, call: ast.Call) -> bool:
+    """The statement after the synchronising one (after its `if torch.cuda.is_available():`
+    when it is the last of that block) reads a clock: the wait is there to time the GPU's work."""
+    stack = [*ctx.stack, call]
+    for i in range(len(stack) - 1, 0, -1):
+        node, parent = stack[i], stack[i - 1]
+        if not isinstance(node, ast.stmt):
+            continue
+        for block in ("body", "orelse", "finalbody"):
+            stmts = getattr(parent, block, None)
+            if not isinstance(stmts, list) or not any(s is node for s in stmts):
+                continue
+            k = next(j for j, s in enumerate(stmts) if s is node)
+            if k + 1 < len(stmts):
+                nxt = stmts[k + 1]
+                return any(
+                    isinstance(c, ast.Call)
+                    and terminal_name(c.func) in _CLOCKS
+                    and (ctx.qualname(c.func) or "").startswith("time.")
+                    for c in ast.walk(nxt)
+                )
+            if not isinstance(parent, ast.If):
+                return False
+            break  # the last statement of an `if`: look after the `if`
+    return False
 
 
 def _repeated_by_an_outer_loop(ctx: Context) -> bool:
