@@ -1,5 +1,8 @@
 """What the checked code's libraries do that changes a rule's advice, read from its imports.
 
+RPC (`torch.distributed.rpc`): a forward may run on another worker, under its grad mode, and
+tensors cross the boundary on the CPU.
+
 GPyTorch: a model's prediction caches tensors on the model (the variational Cholesky factor,
 an exact GP's `prediction_strategy`); made under `torch.inference_mode()` they become
 inference tensors, and the next grad-enabled call in eval mode raises "Inference tensors
@@ -15,6 +18,11 @@ from .context import Context
 
 def _imports(ctx: Context, package: str) -> bool:
     return any(v == package or v.startswith(package + ".") for v in ctx.imports.values())
+
+
+def imports_rpc(ctx: Context) -> bool:
+    """The code imports `torch.distributed.rpc`: its modules may run on other workers."""
+    return _imports(ctx, "torch.distributed.rpc")
 
 
 def caches_predictions(ctx: Context) -> bool:

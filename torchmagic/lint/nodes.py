@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from .kinds import HOST_VALUE_CALLS, HOST_VALUE_METHODS
@@ -100,7 +100,7 @@ def is_atom(node: ast.AST) -> bool:
     return isinstance(node, _ATOMS) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 @per_node
@@ -113,7 +113,7 @@ def own_nodes(scope: ast.AST) -> list[ast.AST]:
     while todo:
         n = todo.pop()
         out.append(n)
-        if not isinstance(n, _SCOPES):
+        if not isinstance(n, SCOPES):
             todo.extend(ast.iter_child_nodes(n))
     return out
 
@@ -190,6 +190,41 @@ def parents_of(tree: ast.AST) -> dict[int, ast.AST]:
     """`id(node)` -> the node it is a child of, for every node under `tree`; worked out once
     per tree (callers must not change it)."""
     return {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+
+
+def ancestors(parents: dict[int, ast.AST], node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes `node` sits in, innermost first, up to (not including) the module."""
+    up = parents.get(id(node))
+    while up is not None and not isinstance(up, ast.Module):
+        yield up
+        up = parents.get(id(up))
+
+
+def top_level_calls(
+    tree: ast.AST, func: ast.AST, starters: frozenset[str] = frozenset()
+) -> list[ast.Call] | None:
+    """Every call of `func`, a function defined at the top of `tree`; None when it is not
+    defined there, never called, or its name is read other than to call it (handed to another
+    function, stored) where it could be called unseen. `starters` name calls that run a
+    function they are handed once (`mp.spawn(f)`, `Process(target=f)`): those count as calls."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    if not any(stmt is func for stmt in getattr(tree, "body", [])):
+        return None
+    parents = parents_of(tree)
+    calls: list[ast.Call] = []
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load)):
+            continue
+        call = parents.get(id(n))
+        if isinstance(call, ast.keyword) and call.arg == "target":
+            call = parents.get(id(call))  # `Process(target=main)`
+        if not isinstance(call, ast.Call) or (
+            call.func is not n and terminal_name(call.func) not in starters
+        ):
+            return None
+        calls.append(call)
+    return calls or None
 
 
 @per_node

@@ -203,7 +203,7 @@ def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
     item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
     if item is None or ctx.in_module_method:
         return
-    if any(v.startswith("torch.distributed.rpc") for v in ctx.imports.values()):
+    if libraries.imports_rpc(ctx):
         return  # the forward may run remotely: the local grad mode does not govern it
     if libraries.caches_predictions(ctx):
         return  # GPyTorch caches prediction tensors on the model: inference tensors there break later calls

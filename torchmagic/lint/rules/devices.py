@@ -15,7 +15,7 @@ from ..context import Context
 from ..cuda_only import declares_cuda_only, parsed_document, text_declares_cuda_only
 from ..fixes import fix_of
 from ..gpu_placement import Placement, cuda_placement
-from ..nodes import has_kwargs_splat, keyword, parents_of, terminal_name
+from ..nodes import SCOPES, ancestors, has_kwargs_splat, keyword, parents_of, terminal_name, top_level_calls
 from ..registry import check
 from ._common import (
     chain_root,
@@ -589,32 +589,16 @@ def _saved_by_a_call(calls: list[ast.Call], saves: list[_Save]) -> bool:
 def _only_called_after_a_save(tree: ast.Module, load: _Load, saves: list[_Save]) -> bool:
     """The load sits in a module-level function that is only ever called (at least once) at the
     top level after a top-level save of the same file: the run that saved it reloads it."""
-    func = load.scope
-    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(s is func for s in tree.body):
-        return False
     top = [s.line for s in saves if s.scope is None]
-    if not top:
+    calls = top_level_calls(tree, load.scope) if top else None
+    if calls is None:
         return False
     parents = parents_of(tree)
-    calls = 0
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load):
-            call = parents.get(id(n))
-            if not (isinstance(call, ast.Call) and call.func is n) or _in_function(parents, call):
-                return False  # passed around, or called from another function
-            if not any(line < call.lineno for line in top):
-                return False
-            calls += 1
-    return calls > 0
-
-
-def _in_function(parents: dict[int, ast.AST], node: ast.AST) -> bool:
-    up = parents.get(id(node))
-    while up is not None:
-        if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            return True
-        up = parents.get(id(up))
-    return False
+    return all(
+        not any(isinstance(up, SCOPES) for up in ancestors(parents, call))  # called from another function
+        and any(line < call.lineno for line in top)
+        for call in calls
+    )
 
 
 def _handed_to_a_saver(calls: list[ast.Call], load: _Load) -> bool:

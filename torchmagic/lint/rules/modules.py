@@ -8,6 +8,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
+from .. import libraries
 from ..accelerator import MOVES_ITSELF, device_type_of_literal, in_cpu_branch
 from ..context import Context, grad_context
 from ..fixes import fix_of
@@ -485,7 +486,7 @@ def _uses_rpc(ctx: Context) -> bool:
     on the CPU, and each shard is placed on its worker's device on purpose."""
     state = _state.setdefault(ctx, {})
     if "rpc" not in state:
-        found = any(v.startswith("torch.distributed.rpc") for v in ctx.imports.values())
+        found = libraries.imports_rpc(ctx)
         root = ctx.stack[0] if ctx.stack else None
         if not found and root is not None:
             found = any(

@@ -34,7 +34,17 @@ from ..kinds import (
     TENSOR_KINDS,
     TENSOR_METADATA,
 )
-from ..nodes import keyword, own_nodes, parameter_default, parents_of, per_node, sole_binding, terminal_name
+from ..nodes import (
+    ancestors,
+    keyword,
+    own_nodes,
+    parameter_default,
+    parents_of,
+    per_node,
+    sole_binding,
+    terminal_name,
+    top_level_calls,
+)
 from ..registry import check
 from ..walker import is_step_loop
 from ._common import format_template, move_target, unparse, unparse_operand
@@ -214,9 +224,12 @@ def _few_iterations(ctx: Context, loop: ast.AST) -> bool:
     source, or a loop that stops after a count (`if shown == num_images: return`): it runs a
     handful of times (showing a few images, a few layers, a toy demo's batches), which is not
     where per-iteration syncs cost anything."""
-    return _few_iterations_alone(ctx, loop) or any(
-        _stops_on_a_count(outer.node) or _stops_at_option(ctx, outer.node) for outer in ctx.loops
-    )
+    return _few_iterations_alone(ctx, loop) or _stops_early(ctx)
+
+
+def _stops_early(ctx: Context) -> bool:
+    """One of the loops around stops after a count (`if shown == num_images: return`)."""
+    return any(_stops_on_a_count(outer.node) or _stops_at_option(ctx, outer.node) for outer in ctx.loops)
 
 
 def _few_iterations_alone(ctx: Context, loop: ast.AST) -> bool:
@@ -1205,7 +1218,9 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_loop or ctx.loops[-1].inner_loop_seen:
         return  # after the inner batch loop: once per epoch is the fix, not the problem
     loop = ctx.loops[-1].node
-    if _is_epoch_loop(loop) or (_few_iterations(ctx, loop) and not _repeated_by_an_outer_loop(ctx)):
+    if _is_epoch_loop(loop) or _stops_early(ctx):
+        return
+    if _few_iterations_alone(ctx, loop) and not _repeated_by_an_outer_loop(ctx):
         return
     if libraries.forward_waits_each_call(ctx):
         return  # GPyTorch's forward reads GPU values on every call: one more read adds no wait
@@ -1294,10 +1309,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     )
 
 
-# run a function once in each process they start
-_SPAWNERS = frozenset({"spawn", "start_processes"})
-
-
+# calls that run a function they are handed once in each process they start
+_STARTERS = frozenset({"spawn", "start_processes", "Process"})
 _CLOCKS = frozenset({"time", "perf_counter", "monotonic", "process_time", "perf_counter_ns", "time_ns"})
 
 
@@ -1311,9 +1324,9 @@ def _times_next(ctx: Context, call: ast.Call) -> bool:
             continue
         for block in ("body", "orelse", "finalbody"):
             stmts = getattr(parent, block, None)
-            if not isinstance(stmts, list) or not any(s is node for s in stmts):
+            k = next((j for j, s in enumerate(stmts) if s is node), None) if isinstance(stmts, list) else None
+            if k is None:
                 continue
-            k = next(j for j, s in enumerate(stmts) if s is node)
             if k + 1 < len(stmts):
                 nxt = stmts[k + 1]
                 return any(
@@ -1331,9 +1344,7 @@ def _times_next(ctx: Context, call: ast.Call) -> bool:
 def _repeated_by_an_outer_loop(ctx: Context) -> bool:
     """A short loop (`for task in range(meta_batch_size)`, 16 tasks) nested in a step loop
     that goes round many times (`for iteration in range(num_iterations)`): its reads repeat on
-    every step, a few at a time."""
-    if any(_stops_on_a_count(loop.node) or _stops_at_option(ctx, loop.node) for loop in ctx.loops):
-        return False  # `if shown == num_images: return`, `if i == 4: break`: a few in all
+    every step, a few at a time (the caller has ruled out loops that stop after a count)."""
     return any(
         is_step_loop(outer.node)
         and not _is_epoch_loop(outer.node)
@@ -1381,33 +1392,19 @@ def _walks_parameters_once(ctx: Context, loop: ast.AST) -> bool:
 def _runs_once_per_run(tree: ast.AST, func: ast.AST, depth: int) -> bool:
     """A module-level function that is only called (or started in a process, `mp.spawn(f)`,
     `Process(target=f)`) at the top level outside loops, or from another such function."""
-    if depth > 3 or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    if not any(stmt is func for stmt in getattr(tree, "body", [])):
+    calls = top_level_calls(tree, func, _STARTERS) if depth <= 3 else None
+    if calls is None:
         return False
     parents = parents_of(tree)
-    calls = 0
-    for n in ast.walk(tree):
-        if not (isinstance(n, ast.Name) and n.id == func.name and isinstance(n.ctx, ast.Load)):
-            continue
-        call = parents.get(id(n))
-        if isinstance(call, ast.keyword) and call.arg == "target":
-            call = parents.get(id(call))  # `mp.Process(target=main, ...)`: once per process
-        if not isinstance(call, ast.Call) or (
-            call.func is not n and terminal_name(call.func) not in _SPAWNERS | {"Process"}
-        ):
-            return False  # handed to something that may call it any number of times
-        up = parents.get(id(call))
-        while up is not None and not isinstance(up, ast.Module):
+    for call in calls:
+        for up in ancestors(parents, call):
             if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if up is func or not _runs_once_per_run(tree, up, depth + 1):
                     return False
                 break
             if isinstance(up, (ast.For, ast.AsyncFor, ast.While, ast.Lambda, ast.ClassDef, *_COMPREHENSIONS)):
                 return False
-            up = parents.get(id(up))
-        calls += 1
-    return calls > 0
+    return True
 
 
 def _roots(ctx: Context, value: ast.AST) -> set[str]:
