@@ -33,7 +33,11 @@ RULES = [
             in the file, the notebook, or (`torchmagic check`) any file of the project around it
             (the nearest folder with `.git`, `pyproject.toml`, `setup.py`, `setup.cfg` or
             `requirements.txt`; tests are not read); a loss built without
-            a class weight (`nn.CrossEntropyLoss().cuda()` holds no tensors: it moves nothing)
+            a class weight (`nn.CrossEntropyLoss().cuda()` holds no tensors: it moves nothing); a comment
+            that says the code as a whole needs a GPU (`# this script will not run without a CUDA GPU`,
+            `# the notebook requires a GPU`; a comment on one feature, `# AMP needs a GPU`, is not one); the
+            body of an object's own `def cuda(self):` method, which passes the caller's request on to the
+            networks it holds (`self.online.cuda()`)
             """,
     ),
     Rule(

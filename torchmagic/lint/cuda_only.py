@@ -31,6 +31,17 @@ _MENTIONS = re.compile(
     + r"|not\s+(torch\.)?cuda\.is_available|cuda\.device_count\(\)\s*(==|<)"
     + r"|device_count\(\)|[\'\"]nccl[\'\"]"
 )
+# the author says so in a comment: "# this code will not run without a compatible NVIDIA GPU",
+# "# the script requires a CUDA GPU". Only statements about the code as a whole: "# AMP needs a
+# GPU" speaks of one feature, not of where the script runs.
+_GPU = r"(an? )?((compatible|cuda[- ]capable|cuda[- ]enabled|nvidia) )*(gpu|cuda)"
+_COMMENT_DECLARATION = re.compile(
+    r"#[^\n]*?\b(this|the|our) (code|script|notebook|program|example|training)s? "
+    rf"((will not|won't|cannot|can't|does not|doesn't) (run|work) without {_GPU}"
+    rf"|(only )?(requires|needs|must have) {_GPU}"
+    rf"|(only )?(runs|works) (only )?on {_GPU})\b",
+    re.IGNORECASE,
+)
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 # what marks the top of a project, nearest first wins
@@ -177,6 +188,12 @@ def text_declares_cuda_only(text: str) -> bool:
         return False
     tree = parsed_document(text)
     return tree is not None and declares_cuda_only(tree)
+
+
+@lru_cache(maxsize=16)
+def comment_declares_cuda_only(text: str) -> bool:
+    """A comment of the file or notebook says the code needs a GPU to run at all."""
+    return _COMMENT_DECLARATION.search(text) is not None
 
 
 def _parse(text: str) -> ast.Module | None:

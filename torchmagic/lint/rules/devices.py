@@ -12,7 +12,12 @@ from weakref import WeakKeyDictionary
 from ...report import Fix
 from ..accelerator import CPU, device_type_of_literal, where
 from ..context import Context
-from ..cuda_only import declares_cuda_only, parsed_document, text_declares_cuda_only
+from ..cuda_only import (
+    comment_declares_cuda_only,
+    declares_cuda_only,
+    parsed_document,
+    text_declares_cuda_only,
+)
 from ..fixes import fix_of
 from ..gpu_placement import Placement, cuda_placement
 from ..nodes import SCOPES, ancestors, has_kwargs_splat, keyword, parents_of, terminal_name, top_level_calls
@@ -65,6 +70,8 @@ def cuda_only(ctx: Context) -> bool:
     root = ctx.stack[0] if ctx.stack else None
     if root is not None and declares_cuda_only(root):
         return True
+    if comment_declares_cuda_only(ctx.document):
+        return True
     # the source's own tree answered for its own text: parse the document only when it is wider
     return ctx.wider_document and text_declares_cuda_only(ctx.document)
 
@@ -77,6 +84,8 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
         return
     if under_cuda_guard(ctx, call) or cuda_only(ctx) or _tensorless_loss(ctx, call.func.value):
         return
+    if _implements_cuda(ctx):
+        return
     index = call.args[0] if call.args else keyword(call, "device")
     if isinstance(index, (ast.Name, ast.Attribute)):
         return  # `.cuda(rank)`, `.cuda(args.gpu)`: one GPU per process, chosen at run time
@@ -85,6 +94,18 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
         f"`{unparse_operand(call.func.value, 40)}.cuda({unparse(index, 20) if index is not None else ''})` hardcodes the CUDA device.",
         _DEVICE_SELECTION_HINT,
     )
+
+
+def _implements_cuda(ctx: Context) -> bool:
+    """`def cuda(self): self.net.cuda()` in a class: the object's own `.cuda()` passes the
+    request on to what it holds, and the caller chose the device by calling it."""
+    function = next(
+        (n for n in reversed(ctx.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None
+    )
+    if function is None or function.name != "cuda":
+        return False
+    index = ctx.stack.index(function)
+    return index > 0 and isinstance(ctx.stack[index - 1], ast.ClassDef)
 
 
 _TENSOR_KEYWORDS = frozenset({"weight", "pos_weight"})
