@@ -63,7 +63,10 @@ RULES = [
             log-likelihoods already read GPU values on every call (Cholesky and conjugate-gradient checks), so one
             more read per step adds no wait of its own; values known to be on the CPU (live device,
             `.cpu()`-ed, a factory without a device, batches from a DataLoader that were never
-            moved, a function's argument that it combines with a CPU tensor of one dimension or
+            moved, values computed from the unpacked batches of a loop that moves nothing (no `.to`/`.cuda`,
+            no `device`, no call of a function of the file that moves) in code whose other batch loops move
+            their batches (`X = X.to(device)`): a GPU model would raise on such batches, so this loop runs
+            on the CPU (a book's early-chapter trainer next to its GPU trainer), a function's argument that it combines with a CPU tensor of one dimension or
             more, `torch.max(boxes[:, :2], crop[:2])` with `crop = torch.FloatTensor([...])`,
             since mixing devices raises, and what a helper of this source that moves nothing and
             reads no global data returns from CPU tensors, a parameter that every call of its

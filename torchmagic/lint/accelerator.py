@@ -34,6 +34,7 @@ from .nodes import (
     per_node,
     remember,
     sole_bindings,
+    terminal_name,
 )
 
 if TYPE_CHECKING:
@@ -343,6 +344,115 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             continue
         return None
     return None
+
+
+def batches_stay_on_host(ctx: Context, loop: ast.AST, roots: set[str]) -> bool:
+    """A loop over batches that moves nothing, in code whose other batch loops move their batches
+    to a device (`X = X.to(device)`): the author moves batches where the model is on a GPU, so
+    this loop feeds its unmoved batches to a model on the CPU, and what it computes stays there
+    (a GPU model would raise on them)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or ctx.in_module_method:
+        return False  # a module's inputs arrive already placed
+    if not _over_a_batch_source(loop) or not _derived_from_batches(loop, roots):
+        return False
+    tree = ctx.stack[0] if ctx.stack else None
+    if tree is None or _may_move(tree, loop):
+        return False
+    return remember(tree, "batch_loops_move", lambda: _some_loop_moves_its_batches(tree))
+
+
+_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
+
+
+def _over_a_batch_source(loop: ast.For | ast.AsyncFor) -> bool:
+    """`for X, y in train_iter`, `for i, (x, y) in enumerate(tqdm(loader))`: batches unpacked
+    from an iterable that is a plain name, not a model's parameters or a range."""
+    it = loop.iter
+    while isinstance(it, ast.Call) and terminal_name(it.func) in _WRAPPERS and it.args:
+        it = it.args[0]
+    if not isinstance(it, (ast.Name, ast.Attribute)):
+        return False
+    target = loop.target
+    if (
+        isinstance(loop.iter, ast.Call)
+        and terminal_name(loop.iter.func) == "enumerate"
+        and isinstance(target, ast.Tuple)
+        and len(target.elts) == 2
+    ):
+        target = target.elts[1]  # `for i, (x, y) in enumerate(loader)`
+    return isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2
+
+
+def _derived_from_batches(loop: ast.For | ast.AsyncFor, roots: set[str]) -> bool:
+    """Every name the read hangs from is a batch variable or computed from one in the loop."""
+    derived = _batch_targets(loop)
+    assigns = [n for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))]
+    changed = True
+    while changed:
+        changed = False
+        for a in assigns:
+            if a.value is None or not any(
+                isinstance(n, ast.Name) and n.id in derived for n in ast.walk(a.value)
+            ):
+                continue
+            targets = a.targets if isinstance(a, ast.Assign) else [a.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and n.id not in derived:
+                        derived.add(n.id)
+                        changed = True
+    return bool(roots) and roots <= derived
+
+
+def _batch_targets(loop: ast.For | ast.AsyncFor) -> set[str]:
+    return {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+
+
+def _may_move(tree: ast.AST, loop: ast.AST) -> bool:
+    """Something in the loop can place a tensor on a device: a move, a `device=` argument, a
+    device-like name, or a call of a function of this code that does any of that."""
+    movers = remember(tree, "functions_that_may_move", lambda: _functions_that_may_move(tree))
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Call) and terminal_name(node.func) in movers:
+            return True
+        if _places(node):
+            return True
+    return False
+
+
+def _places(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr in ("cuda", "to", "to_device", "pin_memory", "set_device"):
+            return True
+    if isinstance(node, ast.keyword) and node.arg == "device":
+        return True
+    return isinstance(node, (ast.Name, ast.Attribute)) and _device_like(node)
+
+
+def _functions_that_may_move(tree: ast.AST) -> frozenset[str]:
+    return frozenset(
+        f.name
+        for f in ast.walk(tree)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_places(n) for n in ast.walk(f))
+    )
+
+
+def _some_loop_moves_its_batches(tree: ast.AST) -> bool:
+    for loop in ast.walk(tree):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        targets = _batch_targets(loop)
+        for node in ast.walk(loop):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("cuda", "to")
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in targets
+                and (node.func.attr == "cuda" or any(_device_like(a) for a in node.args[:1]))
+            ):
+                return True
+    return False
 
 
 def _cpu_target(ctx: Context, target: ast.AST | None) -> bool:

@@ -1277,6 +1277,12 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
     if place == accelerator.CPU or accelerator.in_cpu_branch(ctx, call):
         return  # a CPU tensor: reading it waits for no GPU
+    if (
+        place is None
+        and value is not None
+        and accelerator.batches_stay_on_host(ctx, loop, _roots(ctx, value))
+    ):
+        return  # unmoved batches where the code moves them for the GPU elsewhere: a CPU loop
     if place == accelerator.ACCELERATOR and isinstance(func, ast.Attribute) and func.attr == "numpy":
         return  # `.numpy()` on a GPU tensor raises rather than waits: not this rule's message
     roots = _roots(ctx, value) if value is not None else {label}
