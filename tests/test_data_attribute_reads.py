@@ -103,3 +103,41 @@ def test_a_gradient_write_keeps_its_arguments_out_of_the_graph() -> None:
         p.grad.add_(w.detach(), alpha=-1.0)  # the statement of the hint
         assert p.grad.grad_fn is None
     assert all(torch.equal(p.grad, e) for p, e in zip(model.parameters(), expected))
+
+
+def test_a_write_into_an_activation_is_not_told_to_write_under_no_grad() -> None:
+    """`out.data.masked_fill_(...)` on a tensor that a later layer saved for backward: the same
+    write under `no_grad` would make `backward()` raise, so the hint offers the out-of-place
+    write and says what `.data` does instead (tacotron2's padded mel outputs)."""
+    code = (
+        "import torch\nfrom torch import nn\n"
+        "class Dec(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = nn.Linear(4, 4)\n"
+        "        self.post = nn.Linear(4, 4)\n"
+        "    def forward(self, x, mask):\n"
+        "        mel_out = self.lin(x)\n"
+        "        post = mel_out + self.post(mel_out)\n"
+        "        mel_out.data.masked_fill_(mask, 0.0)\n"
+        "        return mel_out, post\n"
+    )
+    (f,) = tm403(code)
+    assert "no_grad():" not in f.hint
+    assert "`mel_out = mel_out.masked_fill(mask, 0.0)`" in f.hint
+    assert "raises at `backward()`" in f.hint
+
+    # what the hint says, checked: no_grad in place raises at backward, out of place runs
+    lin, post_lin = nn.Linear(4, 4), nn.Linear(4, 4)
+    x, mask = torch.randn(2, 4), torch.tensor([[True, False, False, False]] * 2)
+    out = lin(x)
+    post = out + post_lin(out)
+    with torch.no_grad():
+        out.masked_fill_(mask, 0.0)
+    with pytest.raises(RuntimeError, match="inplace"):
+        (post.sum() + out.sum()).backward()
+    out = lin(x)
+    post = out + post_lin(out)
+    out = out.masked_fill(mask, 0.0)
+    (post.sum() + out.sum()).backward()
+    assert lin.weight.grad is not None

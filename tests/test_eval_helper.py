@@ -41,3 +41,19 @@ def test_a_helper_of_an_earlier_notebook_cell_is_followed(tmp_path) -> None:
     out = run("check", str(nb), "--format", "json", "--select", "TM408")
     found = [(f["path"].rsplit("#", 1)[-1], f["line"]) for f in json.loads(out.stdout)]
     assert found == [("cell2", 3)]
+
+
+def test_no_grad_results_a_later_cell_changes_in_place_keep_no_grad(tmp_path) -> None:
+    """TM402: `normalize` of an earlier cell changes its argument in place; inference tensors
+    refuse that outside inference_mode, so `no_grad` there is not replaceable."""
+    helper = "def normalize(x):\n    x.clamp_(0, 1)\n    return x\n"
+    use = (
+        "import torch\nimport torch.nn as nn\nnet = nn.Linear(3, 3)\n"
+        "with torch.no_grad():\n    y = net(torch.ones(1, 3))\n"
+    )
+    for changes, expected in (("img = normalize(y[0])\n", []), ("img = y[0] * 2\n", [("cell2", 4)])):
+        nb = tmp_path / "gen.ipynb"
+        nb.write_text(notebook([("code", helper), ("code", use + changes)]))
+        out = run("check", str(nb), "--format", "json", "--select", "TM402")
+        found = [(f["path"].rsplit("#", 1)[-1], f["line"]) for f in json.loads(out.stdout)]
+        assert found == expected

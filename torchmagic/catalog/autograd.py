@@ -60,7 +60,12 @@ RULES = [
             grad mode does not govern it; code using GPyTorch, whose models cache prediction tensors on
             themselves (made under `inference_mode`, they make the next grad-enabled call raise); a block inside a loop (or a function) that also calls
             `backward()`: its results may be saved for that backward (a DQN target, a teacher's
-            outputs), which tensors made under `inference_mode` cannot be
+            outputs), which tensors made under `inference_mode` cannot be; a block whose results are
+            changed in place after it (`y.clamp_(0, 1)`, `y[y < 0] = 0`, or through a function of the file
+            or of an earlier notebook cell that changes its argument in place, `normalize(y[0])`), which
+            inference tensors refuse outside `inference_mode`; a block that also enters a context manager
+            handed a model (`with calibration_mode(model):`, in the same `with` or nested), which may write
+            the model's parameters or statistics on exit
             """,
         autofix="""
             Unsafe. Replaces `torch.no_grad()` with `torch.inference_mode()`. Unsafe because a
@@ -181,7 +186,11 @@ RULES = [
             """,
         example="preds = model(x).cpu().numpy()",
         fix="preds = model(x).detach().cpu().numpy()",
-        not_flagged="chains that contain `.detach()` or run under `no_grad`/`inference_mode`",
+        not_flagged="""
+            chains that contain `.detach()` or run under `no_grad`/`inference_mode`; the output of a module
+            whose class (of this source) registers no parameter, buffer or submodule (`Swish()(xs)`): it
+            needs grad only where its input does
+            """,
         autofix="""
             Safe. Inserts `.detach()` right before `.numpy()`: on a tensor without gradients it
             changes nothing, on one with gradients the line raised.
@@ -259,7 +268,9 @@ RULES = [
             `with torch.no_grad()`, `inference_mode()` or `set_grad_enabled(<not True>)` at any level;
             modules whose parameters are all frozen (`requires_grad_(False)`); a module put back
             in training mode before the loop; `generate()`-style methods (they disable gradients
-            themselves)
+            themselves); loops that call a method of an object a non-PyTorch class built around a model
+            (`attack = GradientSignAttack(model, ...)` then `attack.perturb(x, y)`, an explainer's
+            `attribute(...)`), whose own backward through the model is not visible in the loop
             """,
     ),
 ]

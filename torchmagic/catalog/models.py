@@ -295,7 +295,8 @@ RULES = [
             gradient to cut: integer or bool tensors, as the code shows them (`.long()`, `dtype=torch.long`,
             `torch.LongTensor(...)`, `argmax`, `x.max(1)[1]`, `topk(...)[1]`, a comparison; or a name that
             is also used as an index, as the input of the class's `nn.Embedding`, as a `gather`/`scatter_`
-            index, or beside such a tensor in a conditional: `trg[t] if teach else top1`), and values that
+            index, or beside such a tensor in a conditional: `trg[t] if teach else top1`; or whose name says it
+            holds lengths or indices: `text_lengths`, `token_ids`, `keep_idx`), and values that
             leave for Python (`lengths.data.tolist()`, `x.detach().cpu().numpy()`, `.item()`, `int(...)`,
             the `lengths` of `pack_padded_sequence`); `return out.data` in the branch taken when an
             optional targets argument is not given (`if targets is None:`, or the `else` of

@@ -50,7 +50,7 @@ from ._flow import (
     scope_node,
     walk_scope,
 )
-from .modules import KEEPS_DTYPE, indices_of
+from .modules import INTEGER_NAME, KEEPS_DTYPE, indices_of, registers_nothing
 
 # Tensor methods whose result still carries the receiver's autograd graph.
 _KEEPS_GRAPH = frozenset(
@@ -198,8 +198,11 @@ def _mutates(ctx: Context, stmt: ast.AST) -> bool:
     return False
 
 
-@check("TM402", nodes=(ast.With,))
-def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
+@check("TM402", nodes=(ast.With,), finish=True)
+def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
+    if isinstance(node, ast.Module):
+        _note_in_place_functions(ctx, node)
+        return
     item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
     if item is None or ctx.in_module_method:
         return
@@ -209,6 +212,10 @@ def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
         return  # GPyTorch caches prediction tensors on the model: inference tensors there break later calls
     if any(_mutates(ctx, stmt) for stmt in node.body) or not _runs_a_model(ctx, node.body):
         return
+    if _enters_a_model_context(ctx, node):
+        return  # `with calibration_mode(model):` may write the model's parameters on exit
+    if _results_updated_in_place(ctx, node):
+        return  # an inference tensor cannot be updated in place outside inference_mode
     # Tensors made under inference_mode cannot be saved for backward later: a no_grad target
     # (DQN, distillation) computed in a loop that backpropagates must stay no_grad.
     for loop in ctx.loops:
@@ -223,6 +230,120 @@ def prefer_inference_mode(node: ast.With, ctx: Context) -> None:
         "Use `with torch.inference_mode():` (keep `no_grad` where the results feed a later backward).",
         fix=_inference_mode_fix(item.context_expr, ctx),
     )
+
+
+def _enters_a_model_context(ctx: Context, node: ast.With) -> bool:
+    """Another context manager, in this `with` or nested in its body, is handed a model
+    (`with calibration_mode(model):`, `with swap_weights(net):`): what it does on entry or exit
+    is not inference, and may write parameters."""
+    withs = [
+        node,
+        *(w for stmt in node.body for w in ast.walk(stmt) if isinstance(w, (ast.With, ast.AsyncWith))),
+    ]
+    for w in withs:
+        for item in w.items:
+            expr = item.context_expr
+            if not isinstance(expr, ast.Call) or (ctx.qualname(expr.func) or "").startswith("torch."):
+                continue
+            if any(ctx.kind(a) == MODULE or name_like(a, "model", "net") for a in expr.args):
+                return True
+    return False
+
+
+def _results_updated_in_place(ctx: Context, node: ast.With) -> bool:
+    """A tensor bound in the block is changed in place after it, in the same body
+    (`y_pred.clamp_(0, 1)`, `out[mask] = 0`, or through a function of this source that changes
+    its argument in place, `normalize(y_pred[0])`): inference tensors refuse that."""
+    bound = {
+        t.id
+        for stmt in node.body
+        for a in ast.walk(stmt)
+        if isinstance(a, (ast.Assign, ast.AnnAssign))
+        for target in (a.targets if isinstance(a, ast.Assign) else [a.target])
+        for t in ast.walk(target)
+        if isinstance(t, ast.Name)
+    }
+    if not bound:
+        return False
+    parent = ctx.stack[-1] if ctx.stack else None
+    body = next(
+        (
+            stmts
+            for field in ("body", "orelse", "finalbody")
+            for stmts in [getattr(parent, field, None)]
+            if isinstance(stmts, list) and any(s is node for s in stmts)
+        ),
+        None,
+    )
+    if body is None:
+        return False
+    after = body[[i for i, s in enumerate(body) if s is node][0] + 1 :]
+    return any(_changes_in_place(ctx, stmt, bound, 0) for stmt in after)
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _changes_in_place(ctx: Context, tree: ast.AST, names: set[str], depth: int) -> bool:
+    for sub in ast.walk(tree):
+        if isinstance(sub, ast.AugAssign) and _root(sub.target) in names:
+            return True
+        if isinstance(sub, ast.Assign) and any(
+            isinstance(t, (ast.Subscript, ast.Attribute)) and _root(t) in names for t in sub.targets
+        ):
+            return True
+        if not isinstance(sub, ast.Call):
+            continue
+        func = sub.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr.endswith("_")
+            and not func.attr.endswith("__")
+            and _root(func.value) in names
+        ):
+            return True
+        if depth < 2 and isinstance(func, ast.Name):
+            helper = ctx.origin(func)
+            if helper is None and func.id not in ctx.notes.get(IN_PLACE_NOTES, {}):
+                helper = live_function(ctx, func.id)  # a function of an earlier cell, in the kernel
+            if isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                changed = set(_params_changed_in_place(ctx, helper, depth + 1))
+                params = [a.arg for a in helper.args.args]
+            elif helper is None and func.id in ctx.notes.get(IN_PLACE_NOTES, {}):
+                # a function of an earlier cell of the notebook
+                changed, params = set(ctx.notes[IN_PLACE_NOTES][func.id]), []
+            else:
+                continue
+            for i, a in enumerate(sub.args):
+                if _root(a) in names and ((params[i] if i < len(params) else str(i)) in changed):
+                    return True
+    return False
+
+
+def _note_in_place_functions(ctx: Context, tree: ast.Module) -> None:
+    """For the next cells of a notebook: which parameters this cell's functions change in place."""
+    if not ctx.feeds_later_cells:
+        return
+    known = ctx.notes.setdefault(IN_PLACE_NOTES, {})
+    for fn in tree.body:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            known[fn.name] = _params_changed_in_place(ctx, fn)
+
+
+IN_PLACE_NOTES = "TM402.in_place"  # ctx.notes key: module-level function -> parameters it changes in place
+
+
+def _params_changed_in_place(
+    ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 1
+) -> list[str]:
+    """The positional parameters a function changes in place (`x.clamp_(...)`, `x[i] = 0`),
+    named, and also by position (`"0"`) for callers that only know the position."""
+    params = [a.arg for a in fn.args.args]
+    changed = [p for p in params if any(_changes_in_place(ctx, stmt, {p}, depth) for stmt in fn.body)]
+    return changed + [str(params.index(p)) for p in changed]
 
 
 def _inference_mode_fix(expr: ast.AST, ctx: Context) -> Fix | None:
@@ -599,6 +720,25 @@ def _swap_kind(ctx: Context, value: ast.AST, owner: str, depth: int = 0) -> str:
     return "other"
 
 
+_ACTIVATION_NAME = re.compile(
+    r"(^|_)(out|outs|output|outputs|pred|preds|logits|hidden|alignments?|attn|attention|scores|feats?|features)(_|$)",
+    re.IGNORECASE,
+)
+
+
+def _activation_like(ctx: Context, owner: ast.AST) -> bool:
+    """`outputs[0]`, `mel_out`, `logits`: a computed tensor, not a parameter; autograd may have
+    saved it for the backward of the operations that read it."""
+    while isinstance(owner, ast.Subscript):
+        owner = owner.value
+    if not isinstance(owner, ast.Name) or _param_like(ctx, owner):
+        return False
+    origin = ctx.origin(owner)
+    if isinstance(origin, ast.Call) and ctx.kind(origin.func) == MODULE:
+        return True
+    return _ACTIVATION_NAME.search(owner.id) is not None and ctx.kind(owner) != "parameter"
+
+
 def _param_like(ctx: Context, owner: ast.AST) -> bool:
     return (isinstance(owner, ast.Attribute) and owner.attr in ("weight", "bias")) or ctx.kind(
         owner
@@ -895,6 +1035,14 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
                 f"Initialise with `nn.init.{_INIT[method]}{_args(call, lead=owner)}` or"  # type: ignore[arg-type]
                 f" `with torch.no_grad(): {owner}.{method}{clean}`."
             )
+        elif _activation_like(ctx, owner_node) and ctx.grad_mode is None:
+            # an in-place write under no_grad raises at backward() when an op saved the tensor
+            fix = (
+                f"Out of place, `{owner} = {owner}.{method[:-1]}{clean}` lets the gradient see the write."
+                " If gradients must flow as if the values were unchanged (what `.data` does), keep it and"
+                f" say so: the same in-place write under `torch.no_grad()` raises at `backward()` when an"
+                f" operation saved `{owner}` for it."
+            )
         else:
             fix = _write_hint(ctx, f"{owner}.{method}{clean}")
         ctx.flag(node, f"`{owner}.data.{method}{args}` writes the tensor behind autograd's back.", fix)
@@ -994,7 +1142,7 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         # is bypassed; the legacy spelling is all there is to say
         ctx.flag(
             node,
-            f"`{owner}.data` on indices (an integer tensor, which has no graph) is a leftover of"
+            f"`{owner}.data` on an integer tensor (indices or lengths, which have no graph) is a leftover of"
             " the `Variable` era: it does nothing here.",
             f"Use `{owner}` itself.",
             severity="info",
@@ -1005,13 +1153,16 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
 
 def _index_output(ctx: Context, node: ast.AST) -> bool:
     """The indices output of `max`/`topk`/`sort`... (`_, best = torch.max(scores, 1)`, the last
-    unpacking of the name before the read), maybe squeezed or moved: an integer tensor."""
+    unpacking of the name before the read), maybe squeezed or moved, or a name that says it holds
+    lengths or indices: an integer tensor."""
     while (
         isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in KEEPS_DTYPE
     ):
         node = node.func.value
     if not isinstance(node, ast.Name):
         return False
+    if INTEGER_NAME.search(node.id):
+        return True  # `text_lengths`, `token_ids`: counts and indices
     last = ctx.last_unpacking(node)
     if last is None or indices_of(ctx, last.value) is None:
         return False
@@ -1100,8 +1251,18 @@ def _is_model_output(ctx: Context, node: ast.AST) -> bool:
 def _is_module_call(ctx: Context, call: ast.Call) -> bool:
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr == "forward":
-        return ctx.kind(func.value) == MODULE
-    return ctx.kind(func) == MODULE
+        func = func.value
+    return ctx.kind(func) == MODULE and not _parameterless(ctx, func)
+
+
+def _parameterless(ctx: Context, module: ast.AST) -> bool:
+    """`Swish()` of a class of this source that registers no parameter: its output needs grad
+    only where its input does, so it is not a model output."""
+    built = ctx.origin(module) if isinstance(module, ast.Name) else module
+    if not (isinstance(built, ast.Call) and isinstance(built.func, ast.Name)):
+        return False
+    info = ctx.classes.get(built.func.id)
+    return info is not None and registers_nothing(ctx, info.node)
 
 
 @check("TM405", calls={"numpy"})
@@ -1464,6 +1625,8 @@ def eval_without_no_grad(loop: LoopInfo | ast.Module, ctx: Context) -> None:
             break
     if forward is None or _calls_backward(ctx, node) or grad_disabled_here(ctx, node.lineno):
         return
+    if _uses_a_model_wrapper(ctx, node):
+        return  # `adversary.perturb(x, y)` with `adversary = Attack(model)`: may need gradients
     call, recv = forward
     inner = call if isinstance(call, str) else ast.unparse(call.func)
     # the loop's outputs feed a backward further down (before the model goes back to training)
@@ -1487,6 +1650,22 @@ def eval_without_no_grad(loop: LoopInfo | ast.Module, ctx: Context) -> None:
         "Run the evaluation under `with torch.no_grad():` (or decorate the function with"
         " `@torch.no_grad()`); `torch.inference_mode()` is faster where the outputs never feed training.",
     )
+
+
+def _uses_a_model_wrapper(ctx: Context, loop: ast.AST) -> bool:
+    """The loop calls a method of an object built around a model by a class that is not
+    PyTorch's (`GradientSignAttack(model, ...)`, `IntegratedGradients(net)`): what it runs with
+    the model (an attack's or an explainer's backward) is not visible here."""
+    for sub in ast.walk(loop):
+        if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)):
+            continue
+        holder = sub.func.value
+        built = ctx.origin(holder) if isinstance(holder, ast.Name) else None
+        if not isinstance(built, ast.Call) or (ctx.qualname(built.func) or "").startswith("torch."):
+            continue
+        if any(ctx.kind(a) == MODULE for a in [*built.args, *(k.value for k in built.keywords)]):
+            return True
+    return False
 
 
 def _write_hint(ctx: Context, write: str) -> str:

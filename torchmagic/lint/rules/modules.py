@@ -662,7 +662,7 @@ def _moves_nothing(ctx: Context, value: ast.AST, depth: int = 0) -> bool:
         return True
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
         info = ctx.classes.get(value.func.id)
-        return info is not None and info.kind == MODULE and _registers_nothing(ctx, info.node)
+        return info is not None and info.kind == MODULE and registers_nothing(ctx, info.node)
     if isinstance(value, ast.Name):
         origin = ctx.origin(value)
         return origin is not None and _moves_nothing(ctx, origin, depth + 1)
@@ -707,7 +707,7 @@ _REGISTERING = frozenset(
 )
 
 
-def _registers_nothing(ctx: Context, cls: ast.ClassDef) -> bool:
+def registers_nothing(ctx: Context, cls: ast.ClassDef) -> bool:
     """An `nn.Module` subclass of this source with no parameters, buffers or submodules: no
     `nn.Parameter`/`register_buffer`/`add_module`, and every `self.<attr> = ...` in its methods
     stores a plain value (a number, a string, a plain tensor, a function). Its bases are
@@ -723,7 +723,7 @@ def _registers_nothing(ctx: Context, cls: ast.ClassDef) -> bool:
 def _bare_class(ctx: Context, cls: ast.ClassDef) -> bool:
     for base in cls.bases:
         if isinstance(base, ast.Name) and base.id in ctx.classes and base.id != cls.name:
-            if not _registers_nothing(ctx, ctx.classes[base.id].node):
+            if not registers_nothing(ctx, ctx.classes[base.id].node):
                 return False
         elif (ctx.qualname(base) or "") not in _MODULE_BASES:
             return False
@@ -943,7 +943,7 @@ def _move_hint(ctx: Context, call: ast.Call, fresh: bool) -> str:
     (or a batch drawn from one) has no other input to follow, so it follows the module's own
     tensors; the module itself is placed by the caller."""
     value = call.func.value  # type: ignore[attr-defined]
-    bare = ctx.cls is not None and _registers_nothing(ctx, ctx.cls.node)
+    bare = ctx.cls is not None and registers_nothing(ctx, ctx.cls.node)
     first = _forward_input(ctx)
     anchor = first or "x"
     if (isinstance(value, ast.Name) and value.id == "self") or ctx.kind(value) == MODULE:
@@ -2429,10 +2429,15 @@ def _used_as_integer(ctx: Context, uses: _Uses, read: ast.Name, depth: int = 0) 
     return False
 
 
+INTEGER_NAME = re.compile(r"(^|_)(lengths?|lens|ids|idx|indices)$", re.IGNORECASE)
+
+
 def _integer_tensor(ctx: Context, expr: ast.AST) -> bool:
     """`expr` is an integer or bool tensor (token ids, lengths, indices, masks): it has no
     gradient, so a stop-gradient on it cuts nothing. Either its value shows it, or (for a
     name) another read of the same binding is used where only an integer tensor works."""
+    if INTEGER_NAME.search(terminal_name(expr) or ""):
+        return True  # `text_lengths`, `token_ids`, `keep_idx`: counts and indices
     uses = _uses(ctx)
     if uses is None:
         return False
