@@ -67,7 +67,14 @@ RULES = [
             """,
         fix="""
             ckpt = torch.load("ckpt.pt", map_location=device)   # weights_only=True is the default
-            # save state dicts, not modules, so that weights_only loading works
+            # save state dicts, not modules, so that weights_only loading works; for a file that
+            # also holds Python objects you trust, allow exactly those:
+            with torch.serialization.safe_globals([datetime.datetime]):
+                data = torch.load("data.pt")
+            """,
+        not_flagged="""
+            a file the same function (or the script's top level) writes with `torch.save(obj, same_path)`:
+            a cache of this code's own, not someone else's pickle
             """,
         autofix="""
             Unsafe. Drops `weights_only=False`: a file that pickles more than tensors and plain

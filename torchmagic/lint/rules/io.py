@@ -342,12 +342,35 @@ def unsafe_load(call: ast.Call, ctx: Context) -> None:
     wo = keyword(call, "weights_only")
     if not (isinstance(wo, ast.Constant) and wo.value is False):
         return
+    if _written_here(ctx, call):
+        return  # a cache this code writes itself: nobody else's pickle
     ctx.flag(
         call,
         f"`{unparse(call, 60)}` unpickles arbitrary code from the file.",
-        "Drop `weights_only=False` (the default `True` only loads tensors and plain containers).",
+        "Load only files you trust this way. Where the file holds just tensors and plain containers,"
+        " drop `weights_only=False`; where it also holds Python objects you trust, allow exactly those:"
+        " `with torch.serialization.safe_globals([datetime.datetime]): torch.load(f)`.",
         fix=_drop_weights_only(ctx, call),
     )
+
+
+def _written_here(ctx: Context, load: ast.Call) -> bool:
+    """`torch.save(dataset, pkl_file)` in the same function (or at the top level) as
+    `torch.load(pkl_file, weights_only=False)`: the file is this code's own cache."""
+    f = load.args[0] if load.args else keyword(load, "f")
+    if f is None:
+        return False
+    path = ast.unparse(f)
+    scope = next(
+        (n for n in reversed(ctx.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+        ctx.stack[0] if ctx.stack else None,
+    )
+    for sub in ast.walk(scope) if scope is not None else ():
+        if isinstance(sub, ast.Call) and ctx.qualname(sub.func) == "torch.save":
+            target = sub.args[1] if len(sub.args) > 1 else keyword(sub, "f")
+            if target is not None and ast.unparse(target) == path:
+                return True
+    return False
 
 
 def _drop_weights_only(ctx: Context, call: ast.Call) -> Fix | None:
