@@ -94,9 +94,13 @@ def test_TM801_loader_handed_to_a_function_of_an_earlier_cell(tmp_path: Path) ->
 def test_TM203_own_checkpoint_in_a_notebook_needs_an_accelerator_somewhere(tmp_path: Path) -> None:
     cell = "import torch\nnet = torch.nn.Linear(2, 2)\nnet.load_state_dict(torch.load('w.pt'))\ntorch.save(net.state_dict(), 'w.pt')\n"
     assert [f for f in notebook(tmp_path, cell) if f[2] == "TM203"] == []
-    # a later cell trains on the GPU: the file this cell writes may hold CUDA tensors
-    found = notebook(tmp_path, cell, "net = net.to('cuda' if torch.cuda.is_available() else 'cpu')\n")
-    assert [(c, line) for c, line, rule, _ in found if rule == "TM203"] == [("cell1", 3)]
+    # a later cell trains on the GPU: this cell ran before it, and wrote the file from the CPU
+    move = "import torch\nnet = torch.nn.Linear(2, 2).to('cuda' if torch.cuda.is_available() else 'cpu')\n"
+    found = notebook(tmp_path, cell, move)
+    assert [(c, line) for c, line, rule, _ in found if rule == "TM203"] == []
+    # an earlier cell did: the notebook has a GPU path when this cell runs
+    found = notebook(tmp_path, move, cell)
+    assert [(c, line) for c, line, rule, _ in found if rule == "TM203"] == [("cell2", 3)]
 
 
 def test_TM203_file_an_earlier_cell_saved_is_reloaded_in_the_same_run(tmp_path: Path) -> None:

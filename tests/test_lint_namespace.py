@@ -152,7 +152,7 @@ def test_TM801_live_loader_handed_to_a_function_of_an_earlier_cell(shell) -> Non
     ns = shell.user_ns
 
     def tm801(code: str, accelerator: bool) -> list[tuple[int, str]]:
-        found = lint(code, ns).resolved(accelerator)
+        found = lint(code, ns, accelerator_hint=accelerator).resolved(accelerator)
         return [(f.line, f.message) for f in found if f.rule == "TM801"]
 
     [(line, message)] = tm801("net = torch.nn.Linear(2, 1)\nfit(net, 'cuda', plain)\n", True)

@@ -168,6 +168,7 @@ class Context:
         self.accelerator_seen = False  # this source moves something to an accelerator
         self.default_device_set = False  # torch.set_default_device(...): factories may not be CPU
         self.gpu_findings: list[Finding] = []  # kept only where there is an accelerator path
+        self.top_level_gpu_findings: list[Finding] = []  # the same, outside functions and classes
         self.edits = EditMaker(lines)  # builds a finding's fix from AST nodes
         self.imports: dict[str, str] = {}
         self._kernel_modules: list[tuple[str, str]] | None = None  # for spelling()
@@ -265,7 +266,15 @@ class Context:
         if stmt is not None and line is not None and stmt.lineno != line and stmt.end_lineno != stmt.lineno:
             line, col = stmt.lineno, stmt.col_offset
         f = check.rule.finding(message, hint, line=line, col=col, severity=severity, fix=fix)  # type: ignore[arg-type]
-        (self.gpu_findings if needs_accelerator else self.findings).append(f)
+        if not needs_accelerator:
+            self.findings.append(f)
+        elif any(
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+            for n in self.stack
+        ):
+            self.gpu_findings.append(f)
+        else:
+            self.top_level_gpu_findings.append(f)
 
     # ---- names --------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str | None:

@@ -27,14 +27,22 @@ class LintResult:
     # the code has a path to an accelerator (this source, or the rest of its notebook)
     gpu_findings: list[Finding] = field(default_factory=list)
     accelerator: bool = False  # this source (or the hint it was given) moves something to one
+    # GPU findings of code that runs as the source runs (outside functions and classes): a
+    # notebook cell's top level runs before the later cells, so only this cell and earlier
+    # ones can have put its values on an accelerator
+    top_level_gpu_findings: list[Finding] = field(default_factory=list)
 
     def resolved(self, accelerator: bool | None = None) -> list[Finding]:
         """The findings, with the GPU ones kept when there is an accelerator path (`accelerator`
-        overrides this source's own answer, e.g. with the whole notebook's)."""
+        overrides this source's own answer, e.g. with the whole notebook's, for the code in
+        functions, which a later cell may call)."""
         keep = self.accelerator if accelerator is None else accelerator
-        if not keep or not self.gpu_findings:
-            return self.findings
-        return merge_findings([*self.findings, *self.gpu_findings])
+        keep_top = self.accelerator and accelerator is not False
+        kept = [
+            *(self.gpu_findings if keep else ()),
+            *(self.top_level_gpu_findings if keep_top else ()),
+        ]
+        return merge_findings([*self.findings, *kept]) if kept else self.findings
 
 
 def check_source(
@@ -113,6 +121,7 @@ def lint(
         Carry.of(ctx) if carry is not None else None,
         shown(ctx.gpu_findings),
         ctx.accelerator_seen or accelerator_hint or (carry is not None and carry.accelerator),
+        shown(ctx.top_level_gpu_findings),
     )
 
 
