@@ -200,6 +200,23 @@ def ancestors(parents: dict[int, ast.AST], node: ast.AST) -> Iterator[ast.AST]:
         up = parents.get(id(up))
 
 
+_BLOCKS = ("body", "orelse", "finalbody")
+
+
+def block_of(
+    parent: ast.AST, stmt: ast.AST, fields: tuple[str, ...] = _BLOCKS
+) -> tuple[list[ast.stmt], int] | None:
+    """The list of statements of `parent` (its body, `else` or `finally` block, or the other
+    `fields` named) that holds `stmt`, and the statement's index there; None elsewhere."""
+    for field in fields:
+        seq = getattr(parent, field, None)
+        if isinstance(seq, list):
+            for i, s in enumerate(seq):
+                if s is stmt:
+                    return seq, i
+    return None
+
+
 def top_level_calls(
     tree: ast.AST, func: ast.AST, starters: frozenset[str] = frozenset()
 ) -> list[ast.Call] | None:

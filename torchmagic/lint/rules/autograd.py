@@ -27,7 +27,7 @@ from ..kinds import (
     TENSOR,
     TENSOR_METADATA,
 )
-from ..nodes import node_text, parents_of, per_node, remember
+from ..nodes import block_of, node_text, parents_of, per_node, remember
 from ..registry import check
 from ._common import (
     call_chain,
@@ -50,7 +50,7 @@ from ._flow import (
     scope_node,
     walk_scope,
 )
-from .modules import INTEGER_NAME, KEEPS_DTYPE, indices_of, registers_nothing
+from .modules import INTEGER_NAME, KEEPS_DTYPE, bare_module_instance, indices_of
 
 # Tensor methods whose result still carries the receiver's autograd graph.
 _KEEPS_GRAPH = frozenset(
@@ -265,26 +265,17 @@ def _results_updated_in_place(ctx: Context, node: ast.With) -> bool:
     }
     if not bound:
         return False
-    parent = ctx.stack[-1] if ctx.stack else None
-    body = next(
-        (
-            stmts
-            for field in ("body", "orelse", "finalbody")
-            for stmts in [getattr(parent, field, None)]
-            if isinstance(stmts, list) and any(s is node for s in stmts)
-        ),
-        None,
-    )
-    if body is None:
+    found = block_of(ctx.stack[-1], node) if ctx.stack else None
+    if found is None:
         return False
-    after = body[[i for i, s in enumerate(body) if s is node][0] + 1 :]
-    return any(_changes_in_place(ctx, stmt, bound, 0) for stmt in after)
+    body, at = found
+    return any(_changes_in_place(ctx, stmt, bound, 0) for stmt in body[at + 1 :])
 
 
 def _root(node: ast.AST) -> str | None:
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    return node.id if isinstance(node, ast.Name) else None
+    """The name a method/attribute/subscript chain hangs from: `y[0].clamp_` -> "y"."""
+    root = chain_root(node)
+    return root.id if isinstance(root, ast.Name) else None
 
 
 def _changes_in_place(ctx: Context, tree: ast.AST, names: set[str], depth: int) -> bool:
@@ -1258,11 +1249,7 @@ def _is_module_call(ctx: Context, call: ast.Call) -> bool:
 def _parameterless(ctx: Context, module: ast.AST) -> bool:
     """`Swish()` of a class of this source that registers no parameter: its output needs grad
     only where its input does, so it is not a model output."""
-    built = ctx.origin(module) if isinstance(module, ast.Name) else module
-    if not (isinstance(built, ast.Call) and isinstance(built.func, ast.Name)):
-        return False
-    info = ctx.classes.get(built.func.id)
-    return info is not None and registers_nothing(ctx, info.node)
+    return bare_module_instance(ctx, ctx.origin(module) if isinstance(module, ast.Name) else module)
 
 
 @check("TM405", calls={"numpy"})

@@ -20,7 +20,16 @@ from ..cuda_only import (
 )
 from ..fixes import fix_of
 from ..gpu_placement import Placement, cuda_placement
-from ..nodes import SCOPES, ancestors, has_kwargs_splat, keyword, parents_of, terminal_name, top_level_calls
+from ..nodes import (
+    SCOPES,
+    ancestors,
+    block_of,
+    has_kwargs_splat,
+    keyword,
+    parents_of,
+    terminal_name,
+    top_level_calls,
+)
 from ..registry import check
 from ._common import (
     chain_root,
@@ -272,18 +281,11 @@ def _saved_from_cpu(ctx: Context, obj: ast.AST | None) -> bool:
     at = next((i for i in range(len(path) - 1, -1, -1) if isinstance(path[i], ast.stmt)), None)
     if at is None or at == 0:
         return False
-    stmt = path[at]
-    block = next(
-        (
-            seq
-            for fld in ("body", "orelse", "finalbody", "handlers")
-            if isinstance(seq := getattr(path[at - 1], fld, None), list) and any(x is stmt for x in seq)
-        ),
-        None,
-    )
-    if block is None:
+    found = block_of(path[at - 1], path[at], ("body", "orelse", "finalbody", "handlers"))
+    if found is None:
         return False
-    before = block[: next(i for i, s in enumerate(block) if s is stmt)]
+    block, index = found
+    before = block[:index]
     for earlier in reversed(before):
         moves = [
             c

@@ -661,8 +661,7 @@ def _moves_nothing(ctx: Context, value: ast.AST, depth: int = 0) -> bool:
     if _tensorless_loss(ctx, value):
         return True
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-        info = ctx.classes.get(value.func.id)
-        return info is not None and info.kind == MODULE and registers_nothing(ctx, info.node)
+        return bare_module_instance(ctx, value)
     if isinstance(value, ast.Name):
         origin = ctx.origin(value)
         return origin is not None and _moves_nothing(ctx, origin, depth + 1)
@@ -705,6 +704,14 @@ _REGISTERING = frozenset(
         "setattr",
     }
 )
+
+
+def bare_module_instance(ctx: Context, value: ast.AST | None) -> bool:
+    """`Swish()`: an instance of an `nn.Module` class of this source that registers nothing."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+        return False
+    info = ctx.classes.get(value.func.id)
+    return info is not None and info.kind == MODULE and registers_nothing(ctx, info.node)
 
 
 def registers_nothing(ctx: Context, cls: ast.ClassDef) -> bool:

@@ -36,6 +36,7 @@ from ..kinds import (
 )
 from ..nodes import (
     ancestors,
+    block_of,
     keyword,
     own_nodes,
     parameter_default,
@@ -1013,17 +1014,11 @@ def _before_in_iteration(ctx: Context, loop: ast.AST) -> list[ast.AST] | None:
         inside = path[k + 2] if k + 2 < len(path) else None  # where in `child` the read is
         if not isinstance(child, ast.stmt):
             break
-        block = next(
-            (
-                seq
-                for fld in ("body", "orelse", "finalbody")
-                if isinstance(seq := getattr(anc, fld, None), list) and any(x is child for x in seq)
-            ),
-            None,
-        )
-        if block is None or (anc is loop and block is not loop.body):  # type: ignore[attr-defined]
+        found = block_of(anc, child)
+        if found is None or (anc is loop and found[0] is not loop.body):  # type: ignore[attr-defined]
             return None
-        for earlier in block[: next(i for i, x in enumerate(block) if x is child)]:
+        block, index = found
+        for earlier in block[:index]:
             run(earlier)
         if inside is None or not isinstance(inside, ast.stmt):
             break  # the read is in this statement's own expressions (an `if` test, a `with` item)
@@ -1328,22 +1323,20 @@ def _times_next(ctx: Context, call: ast.Call) -> bool:
         node, parent = stack[i], stack[i - 1]
         if not isinstance(node, ast.stmt):
             continue
-        for block in ("body", "orelse", "finalbody"):
-            stmts = getattr(parent, block, None)
-            k = next((j for j, s in enumerate(stmts) if s is node), None) if isinstance(stmts, list) else None
-            if k is None:
-                continue
-            if k + 1 < len(stmts):
-                nxt = stmts[k + 1]
-                return any(
-                    isinstance(c, ast.Call)
-                    and terminal_name(c.func) in _CLOCKS
-                    and (ctx.qualname(c.func) or "").startswith("time.")
-                    for c in ast.walk(nxt)
-                )
-            if not isinstance(parent, ast.If):
-                return False
-            break  # the last statement of an `if`: look after the `if`
+        found = block_of(parent, node)
+        if found is None:
+            continue
+        stmts, k = found
+        if k + 1 < len(stmts):
+            return any(
+                isinstance(c, ast.Call)
+                and terminal_name(c.func) in _CLOCKS
+                and (ctx.qualname(c.func) or "").startswith("time.")
+                for c in ast.walk(stmts[k + 1])
+            )
+        if not isinstance(parent, ast.If):
+            return False
+        # the last statement of an `if`: look after the `if`
     return False
 
 
