@@ -89,6 +89,9 @@ RULES = [
             (`np.asarray(x.cpu())`), an argument that a function of this source reads with
             `.item()`/`.tolist()`/`.numpy()`/`int(...)`, or a detached copy (`x.cpu().data`, `x.detach().cpu()`:
             values, no graph) passed to a plain function defined elsewhere (`build_targets(pred.cpu().data, ...)`);
+            `.cpu()` in an inference entry point (`generate`, `decode_*`, `predict`, ...) that hands its results
+            back (`return ids.cpu()`) or to a host-side object that is not a module or a tensor
+            (`self.vocab.string(tokens.int().cpu())`);
             a copy passed to a torch function, a method, a submodule or a function of this source that computes
             with it as a tensor is still flagged; moves under a test of the input's own device
             (`if x.is_cuda: t = t.cuda()`, `t.cuda() if x.is_cuda else t`, `if x.device.type == "cuda":`,
@@ -134,7 +137,9 @@ RULES = [
             there is a no-op); `self.eval()` in an inference entry point (`generate`, `predict`,
             `sample`, `synthesize`, ...), which needs eval mode for what it returns, and the
             `self.train()` after it that puts training mode back on the way out; calls in a method that
-            back-propagates or steps an optimizer itself (a whole training step)
+            back-propagates or steps an optimizer itself (a whole training step); `self.<part>.eval()` after the
+            same method assigned `self.<part>` (a `setUp` or `load` that builds or loads that part: like
+            `__init__`, no caller has set its mode yet)
             """,
     ),
     Rule(
@@ -164,7 +169,9 @@ RULES = [
             `sample` are inference entry points, and weight initialisation or EMA updates write parameters in place and must
             not be recorded; nobody back-propagates through them; a `forward` that back-propagates or
             steps an optimizer itself (MAML's meta-training step): its `no_grad` blocks measure metrics
-            on the side, the author's decision, with no caller's choice to override
+            on the side, the author's decision, with no caller's choice to override; a method whose every
+            `return` hands back Python values (`.tolist()`, `.item()`, `.numpy()`): no graph leaves it, so
+            there is no gradient for a caller to want
             """,
         overrides=("TM402",),
     ),

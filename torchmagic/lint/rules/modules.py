@@ -27,6 +27,7 @@ from ..kinds import (
 from ..nodes import (
     has_kwargs_splat,
     keyword,
+    own_nodes,
     parameter_default,
     parameters,
     parents_of,
@@ -891,6 +892,37 @@ def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
     return param is not None and _reads_on_host(fn, param)
 
 
+def _results_handed_out(ctx: Context, call: ast.Call) -> bool:
+    """`self.tgt_dict.string(tokens.int().cpu())` in `decode_target`: an inference entry point
+    (`generate`, `decode`, `predict`, ...) handing its results to host-side code (a vocabulary, a
+    tokenizer) or returning them to the user. The copy is that hand-off, not the module placing
+    its tensors; a submodule, a method of `self` or a torch function as the receiver is not."""
+    if not ctx.method or not _INFERENCE_ENTRY.match(ctx.method):
+        return False
+    node: ast.AST = call
+    stack = ctx.stack
+    i = len(stack) - 1
+    while i >= 1 and isinstance(stack[i], ast.Attribute) and isinstance(stack[i - 1], ast.Call):
+        if stack[i].attr not in _COPY_STEPS:  # type: ignore[attr-defined]
+            return False
+        node, i = stack[i - 1], i - 2
+    if i >= 1 and isinstance(stack[i], ast.keyword):
+        i -= 1
+    holder = stack[i] if i >= 0 else None
+    if isinstance(holder, ast.Return):
+        return True
+    if not isinstance(holder, ast.Call) or holder.func is node:
+        return False
+    if not any(a is node for a in holder.args) and not any(kw.value is node for kw in holder.keywords):
+        return False
+    if (ctx.qualname(holder.func) or "").startswith("torch.") or not isinstance(holder.func, ast.Attribute):
+        return False
+    receiver = holder.func.value
+    if isinstance(receiver, ast.Name) and receiver.id == "self":
+        return False  # `self.head(x.cpu())`: a submodule or the module's own method
+    return ctx.kind(receiver) not in (MODULE, *TENSOR_KINDS)
+
+
 def _plain_function(ctx: Context, func: ast.AST) -> bool:
     """A function by name (`build_targets`, `utils.build_targets`), not torch's, not a class, not
     a method of `self` or of a tensor."""
@@ -1047,7 +1079,7 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
             return
         label = f".to({unparse(target, 30)})"
         if device_type_of_literal(target) == "cpu" and (
-            _read_on_host(ctx, call) or _handed_to_host_code(ctx, call)
+            _read_on_host(ctx, call) or _handed_to_host_code(ctx, call) or _results_handed_out(ctx, call)
         ):
             return
         if device_type_of_literal(target) != "cpu" and cuda_only(ctx):
@@ -1057,7 +1089,9 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
     else:
         if method == "cuda" and _caller_device(ctx, _device_target(ctx, call)):
             return
-        if method == "cpu" and (_read_on_host(ctx, call) or _handed_to_host_code(ctx, call)):
+        if method == "cpu" and (
+            _read_on_host(ctx, call) or _handed_to_host_code(ctx, call) or _results_handed_out(ctx, call)
+        ):
             return
         if method == "cuda" and cuda_only(ctx):
             return
@@ -1190,10 +1224,41 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
             return  # `generate()` samples in eval mode: what it needs, not the caller's choice
         if fn is not None and _switched_to_eval_before(fn, call):
             return  # `self.eval()` ... `self.train()`: the entry point puts back the mode it left
+    if is_sub and fn is not None and _assigned_before(fn, recv, call):
+        return  # `self.model = load(...)` then `self.model.eval()`: the starting mode of a new part
     ctx.flag(
         call,
         f"`{unparse(call.func)}()` inside `{ctx.cls.name}.{ctx.method}` switches the mode the caller set.",  # type: ignore[union-attr]
         "Remove it and let the caller call `model.train()` / `model.eval()`.",
+    )
+
+
+def _assigned_before(fn: ast.AST, recv: ast.Attribute, call: ast.Call) -> bool:
+    """`self.model = ensemble[0]` on an earlier line of the same method (a `setUp` or `load`
+    that builds the part): like `__init__`, no caller has set a mode on it yet."""
+    return any(
+        isinstance(n, (ast.Assign, ast.AnnAssign))
+        and n.lineno < call.lineno
+        and any(
+            isinstance(t, ast.Attribute)
+            and t.attr == recv.attr
+            and isinstance(t.value, ast.Name)
+            and t.value.id == "self"
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        )
+        for n in ast.walk(fn)
+    )
+
+
+def _returns_host_values(fn: ast.AST) -> bool:
+    """Every `return` of the method hands back Python values (`.tolist()`, `.item()`,
+    `.numpy()`): no graph leaves it, so there is no gradient for a caller to want."""
+    returns = [n for n in own_nodes(fn) if isinstance(n, ast.Return)]
+    return bool(returns) and all(
+        isinstance(r.value, ast.Call)
+        and isinstance(r.value.func, ast.Attribute)
+        and r.value.func.attr in HOST_VALUE_METHODS
+        for r in returns
     )
 
 
@@ -1228,7 +1293,7 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
             return
         if node.name not in ("forward", "__call__") and node.name not in info.forward_helpers:
             return
-        if _runs_its_own_step(node):
+        if _runs_its_own_step(node) or _returns_host_values(node):
             return
         for d in node.decorator_list:
             mode = grad_context(ctx, d)
@@ -1241,7 +1306,9 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
         return
     if not ctx.in_module_method or not (ctx.in_forward or ctx.method == "__call__"):
         return
-    if ctx.frame.node is not None and _runs_its_own_step(ctx.frame.node):
+    if ctx.frame.node is not None and (
+        _runs_its_own_step(ctx.frame.node) or _returns_host_values(ctx.frame.node)
+    ):
         return
     if isinstance(node, ast.Call):
         if grad_context(ctx, node) == "no_grad" and not isinstance(ctx.parent, ast.withitem):
