@@ -264,7 +264,8 @@ RULES = [
             loops that call `backward()`, `torch.autograd.grad` or an optimizer's `step()` (saliency
             maps, adversarial examples, fine-tuning with frozen batch norm), also through a helper of
             the same file; loops whose outputs a later `backward()` uses; functions decorated with
-            `no_grad`/`inference_mode` or that the file calls under them; forwards under
+            `no_grad`/`inference_mode` (also a project's own wrapper named for them, yolov5's
+            `@smart_inference_mode()`) or that the file calls under them; forwards under
             `with torch.no_grad()`, `inference_mode()` or `set_grad_enabled(<not True>)` at any level;
             modules whose parameters are all frozen (`requires_grad_(False)`); a module put back
             in training mode before the loop; `generate()`-style methods (they disable gradients

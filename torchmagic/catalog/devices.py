@@ -29,7 +29,8 @@ RULES = [
             `.cuda(args.gpu)`: one GPU per process, chosen at run time (DDP and RPC trainers); code
             that says it runs on CUDA only (`assert torch.cuda.is_available()`, `assert n_gpus >= 2` with
             `n_gpus = torch.cuda.device_count()`, `dist.init_process_group("nccl")`, stops without a GPU,
-            imports apex, cupy, pycuda or numba.cuda without a fallback, loads a `.cu` extension),
+            imports `setGPU` (which picks an NVIDIA GPU as it is imported), imports apex, cupy, pycuda or
+            numba.cuda without a fallback, loads a `.cu` extension),
             in the file, the notebook, or (`torchmagic check`) any file of the project around it
             (the nearest folder with `.git`, `pyproject.toml`, `setup.py`, `setup.cfg` or
             `requirements.txt`; tests are not read); a loss built without
@@ -37,7 +38,9 @@ RULES = [
             that says the code as a whole needs a GPU (`# this script will not run without a CUDA GPU`,
             `# the notebook requires a GPU`; a comment on one feature, `# AMP needs a GPU`, is not one); the
             body of an object's own `def cuda(self):` method, which passes the caller's request on to the
-            networks it holds (`self.online.cuda()`)
+            networks it holds (`self.online.cuda()`); a function that profiles or times CUDA kernels
+            (`ProfilerActivity.CUDA`, `sort_by="cuda_time_total"`, `torch.cuda.Event(enable_timing=True)`):
+            the GPU is what it measures
             """,
     ),
     Rule(
@@ -64,6 +67,7 @@ RULES = [
         not_flagged="""
             that selection line itself; `torch.device(...)` assigned once to a name; a move inside `if torch.cuda.is_available():`;
             code that says it runs on CUDA only (as for TM201: a GPU asserted, NCCL, a CUDA-only library);
+            a function that profiles or times CUDA kernels (as for TM201);
             indexed devices (`"cuda:1"`) in code that names two or more GPUs by index: model parallel code places each
             part on a chosen GPU on purpose
             """,

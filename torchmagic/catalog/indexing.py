@@ -28,8 +28,11 @@ RULES = [
         fix="out = x.max(dim=1).values      # or broadcasting, gather, torch.where",
         not_flagged="""
             loops over batches from a DataLoader, epochs, layers; bodies that run a model or
-            submodule per item (a forward pass per value: `self.cell(...)`, or `dec(z)` with
-            `dec = self.net.decoder`); recurrences (`h = cell(x[t], h)`)
+            submodule per item (a forward pass per value: `self.cell(...)`, `dec(z)` with
+            `dec = self.net.decoder`, or a method of a model, `agent.act(obs)`); recurrences
+            (`h = cell(x[t], h)`), rollouts whose body reads a name before a later line of it assigns
+            it (`obs[step] = next_obs` ... `next_obs, r, done, info = envs.step(action)`; a counter
+            `k += 1` does not count)
             and loops that carry state across iterations (`taken[j] = 1` read again: greedy
             matching); bodies that only draw, plot, print or write files per item while the tensor
             is not on an accelerator (PIL boxes, figures); `range(K)` with a literal `K <= 32`;

@@ -38,7 +38,10 @@ RULES = [
             the same calls outside loops; `.item()` on an obvious Python number; reads already
             guarded as the fix suggests (`if step % N == 0:`, also through a name bound to that test earlier in
             the loop, `reg = step % N == 0` then `if reg:`; a counter the block resets,
-            `if step % N: continue`) or run on one iteration (`if i == 0:`, `len(shown) < 5`);
+            `if step % N: continue`) or run on one iteration (`if i == 0:`, `len(shown) < 5`, a block that
+            ends with `break` or `return` and cannot `continue` first: once per pass, as after the loop);
+            a loop over lists of per-batch results gathered earlier that reads each joined column once
+            (`[torch.cat(x, 0).cpu() for x in zip(*stats)]`: the read once after the batch loop);
             reads after the inner batch loop (once per epoch) and in an epoch loop's own body (a
             loop whose own body calls `backward()` or an optimizer's `step()` is the step loop, and
             a loop nested in it, averaging samples or summing heads, is part of one step: a read
@@ -155,7 +158,9 @@ RULES = [
             no function (`if out.argmax() == 1: print("positive")`): it waits once per run, to act
             on a result the host needs, as TM301 leaves the same reads outside loops (a function's
             conditions are still flagged, since it may be called on every step, and so is a
-            top-level `while`); the stop test of a `while` loop that stops on a value it computes
+            top-level `while`); an `assert` outside loops in a test function (`def test_...()`, or a
+            bare `def test():` without parameters; an evaluation `def test(model, loader)` is not one),
+            the check the test makes once per run; the stop test of a `while` loop that stops on a value it computes
             (`if token == eos_idx: break` in greedy decoding): the loop cannot go on without it;
             a test in no loop of a function on a boolean mask that the function then indexes with
             (`if keep.sum() == 0: return []` before `boxes[keep]`): mask indexing waits for the

@@ -625,4 +625,13 @@ def grad_context(ctx: Context, expr: ast.AST) -> str | None:
             if isinstance(a, ast.Constant) and a.value is False:
                 return None
     q = ctx.qualname(call)
-    return _GRAD_CONTEXTS.get(q) if q else None
+    if not q:
+        return None
+    if q in _GRAD_CONTEXTS:
+        return _GRAD_CONTEXTS[q]
+    # a project's own wrapper (`@smart_inference_mode()` in yolov5 picks `inference_mode` or
+    # `no_grad` by torch version): its name says what it does
+    last = q.rsplit(".", 1)[-1]
+    if not q.startswith("torch.") and last.endswith(("inference_mode", "no_grad")):
+        return "inference_mode" if last.endswith("inference_mode") else "no_grad"
+    return None

@@ -17,6 +17,8 @@ from .source import prepare
 
 # libraries that only run on an NVIDIA GPU: code built on them cannot run without CUDA anyway
 _CUDA_ONLY_LIBRARIES = ("apex", "cupy", "pycuda", "numba.cuda")
+# imported for its effect: picks a free NVIDIA GPU (via nvidia-smi) for this script
+_GPU_PICKERS = frozenset({"setGPU"})
 _CUDA_PRESENT = re.compile(r"^(torch\.)?cuda\.(is_available\(\)|device_count\(\)( > 0| >= 1| != 0)?)$")
 _CUDA_ABSENT = re.compile(
     r"^(not (torch\.)?cuda\.is_available\(\)|(torch\.)?cuda\.device_count\(\) (== 0|< 1))$"
@@ -29,7 +31,7 @@ _MENTIONS = re.compile(
     _LIBRARY_MENTIONS.pattern
     + r"|assert\s+(torch\.)?cuda\.(is_available|device_count)"
     + r"|not\s+(torch\.)?cuda\.is_available|cuda\.device_count\(\)\s*(==|<)"
-    + r"|device_count\(\)|[\'\"]nccl[\'\"]"
+    + r"|device_count\(\)|[\'\"]nccl[\'\"]|\bimport\s+setGPU\b"
 )
 # the author says so in a comment: "# this code will not run without a compatible NVIDIA GPU",
 # "# the script requires a CUDA GPU". Only statements about the code as a whole: "# AMP needs a
@@ -59,7 +61,8 @@ MAX_FILE_BYTES = 1_000_000
 
 def declares_cuda_only(tree: ast.AST, *, library_only: bool = False) -> bool:
     """The tree asserts a GPU (`assert torch.cuda.is_available(), "..."`), stops without one
-    (`if not torch.cuda.is_available(): sys.exit(...)`), or is built on a library that only runs
+    (`if not torch.cuda.is_available(): sys.exit(...)`), imports `setGPU` (which picks an NVIDIA
+    GPU for the script as it is imported), or is built on a library that only runs
     on CUDA (apex, cupy, pycuda, numba.cuda, a custom `.cu` extension loaded with
     `torch.utils.cpp_extension`). An import that the code survives without (`try: import apex`
     / `except ImportError: apex = None`) is an option, not a requirement.
@@ -159,6 +162,8 @@ def _says_cuda_only(node: ast.AST, library_only: bool, counts: frozenset[str] = 
     if isinstance(node, ast.If) and _CUDA_ABSENT.match(ast.unparse(node.test)) and node.body:
         return _stops(node.body[-1])
     if isinstance(node, ast.Import):
+        if not library_only and any(a.name in _GPU_PICKERS for a in node.names):
+            return True
         return any(_cuda_only_library(a.name) for a in node.names)
     if isinstance(node, ast.ImportFrom) and node.module and not node.level:
         return _cuda_only_library(node.module) or any(

@@ -26,7 +26,9 @@ from ..nodes import (
     block_of,
     has_kwargs_splat,
     keyword,
+    own_nodes,
     parents_of,
+    remember,
     terminal_name,
     top_level_calls,
 )
@@ -85,6 +87,28 @@ def cuda_only(ctx: Context) -> bool:
     return ctx.wider_document and text_declares_cuda_only(ctx.document)
 
 
+def measures_cuda(ctx: Context) -> bool:
+    """The function profiles or times CUDA kernels (`ProfilerActivity.CUDA`, a `sort_by`
+    on CUDA time, `torch.cuda.Event(enable_timing=True)`): the GPU is what it measures, so a
+    hardcoded CUDA device is its point, not a portability slip."""
+    fn = ctx.frame.node
+    if fn is None:
+        return False
+    return remember(fn, "measures_cuda", lambda: _measures_cuda(fn))
+
+
+def _measures_cuda(fn: ast.AST) -> bool:
+    for n in own_nodes(fn):
+        if isinstance(n, ast.Attribute) and n.attr == "CUDA" and terminal_name(n.value) == "ProfilerActivity":
+            return True
+        if isinstance(n, ast.keyword) and n.arg == "sort_by" and isinstance(n.value, ast.Constant):
+            if "cuda" in str(n.value.value):
+                return True
+        if isinstance(n, ast.Call) and ast.unparse(n.func) in ("torch.cuda.Event", "cuda.Event"):
+            return True
+    return False
+
+
 @check("TM201", calls={"cuda"})
 def cuda_call(call: ast.Call, ctx: Context) -> None:
     if not isinstance(call.func, ast.Attribute) or ctx.in_module_method:
@@ -93,7 +117,7 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
         return
     if under_cuda_guard(ctx, call) or cuda_only(ctx) or _tensorless_loss(ctx, call.func.value):
         return
-    if _implements_cuda(ctx):
+    if _implements_cuda(ctx) or measures_cuda(ctx):
         return
     index = call.args[0] if call.args else keyword(call, "device")
     if isinstance(index, (ast.Name, ast.Attribute)):
@@ -183,6 +207,8 @@ def hardcoded_device(node: ast.AST, ctx: Context) -> None:
         return  # model parallel: each part sits on the GPU the code names for it
     if under_cuda_guard(ctx, where) or cuda_only(ctx):  # type: ignore[arg-type]
         return  # only runs when CUDA is there (`if torch.cuda.is_available():`, CUDA-only code)
+    if measures_cuda(ctx):
+        return  # a function that profiles CUDA kernels: the GPU is what it measures
     ctx.flag(
         where,
         f"`{label}` hardcodes the CUDA device.",

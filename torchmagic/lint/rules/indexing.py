@@ -47,6 +47,8 @@ def _calls_a_module(ctx: Context, body: list[ast.stmt]) -> bool:
                 f = sub.func
                 if ctx.kind(f) == MODULE:
                     return True
+                if isinstance(f, ast.Attribute) and ctx.kind(f.value) == MODULE:
+                    return True  # `agent.get_action_and_value(obs)`: a method of a model
                 if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
                     return True
                 if isinstance(f, ast.Name) and _self_attribute(ctx.origin(f)):
@@ -74,6 +76,30 @@ def _recurrence(body: list[ast.stmt]) -> bool:
                         names |= {e.id for e in t.elts if isinstance(e, ast.Name)}
                 if names and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(sub.value)):
                     return True
+    return False
+
+
+def _read_before_written(body: list[ast.stmt]) -> bool:
+    """A name the body reads before a later statement of it assigns it (`obs[step] = next_obs`
+    ... `next_obs, r, done, info = envs.step(action)`): each iteration starts from what the
+    one before produced, a rollout rather than independent elements. A counter (`k += 1`) is
+    not: it walks with the loop like an `arange`."""
+    assigned_at: dict[str, int] = {}
+    for k, stmt in enumerate(body):
+        for sub in ast.walk(stmt):
+            if isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
+                    for n in ast.walk(target):
+                        if isinstance(n, ast.Name):
+                            assigned_at.setdefault(n.id, k)
+    for k, stmt in enumerate(body):
+        for sub in ast.walk(stmt):
+            if (
+                isinstance(sub, ast.Name)
+                and isinstance(sub.ctx, ast.Load)
+                and assigned_at.get(sub.id, -1) > k
+            ):
+                return True
     return False
 
 
@@ -265,6 +291,8 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
         return
     body = node.body
     if _calls_a_module(ctx, body) or _recurrence(body) or _carried_state(body, node.target.id):
+        return
+    if _read_before_written(body):
         return
     if _small_range(ctx, it):
         return

@@ -35,11 +35,13 @@ from ..kinds import (
     TENSOR_METADATA,
 )
 from ..nodes import (
+    SCOPES,
     ancestors,
     block_of,
     keyword,
     own_nodes,
     parameter_default,
+    parameters,
     parents_of,
     per_node,
     sole_binding,
@@ -1221,6 +1223,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         return  # GPyTorch's forward reads GPU values on every call: one more read adds no wait
     if _walks_parameters_once(ctx, loop):
         return  # `for p in model.parameters(): print(p)` after training: a report, not a hot path
+    if _breaks_after(ctx, loop, call):
+        return  # `if done: r = info["r"][i].item(); ...; break`: once per pass, as after the loop
     func = call.func
     value: ast.AST | None = None
     if isinstance(func, ast.Name):
@@ -1255,6 +1259,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         return
     if _host_needs_it(ctx, call) and not _reads_each_element(ctx, loop, value):
         return
+    if value is not None and _joins_collected_results(ctx, loop, value):
+        return  # `[torch.cat(x).cpu() for x in zip(*stats)]`: the one read after the batch loop
     if _decoding_loop(ctx):
         return  # one read per decoded token or search step is part of the algorithm
     if guard_kind(ctx, call) is not None:
@@ -1355,6 +1361,68 @@ def _repeated_by_an_outer_loop(ctx: Context) -> bool:
 _MODEL_STATE = frozenset(
     {"parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "param_groups"}
 )
+
+
+def _breaks_after(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
+    """The read sits in a block of the loop that ends with `break` (or `return`): it runs at
+    most once per pass over the loop, like a read after it."""
+    stack = [*ctx.stack, call]
+    start = next((i for i, n in enumerate(stack) if n is loop), None)
+    if start is None:
+        return False
+    for i in range(len(stack) - 1, start, -1):
+        node, up = stack[i], stack[i - 1]
+        if not isinstance(node, ast.stmt):
+            continue
+        found = block_of(up, node)
+        if found is None:
+            continue
+        block, k = found
+        if (
+            isinstance(block[-1], (ast.Break, ast.Return))
+            and k < len(block) - 1
+            and not any(_continues(s) for s in block[k:])
+        ):
+            return True
+    return False
+
+
+def _continues(stmt: ast.stmt) -> bool:
+    """`stmt` may `continue` the loop it is in (not one nested in it)."""
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Continue):
+            return True
+        if not isinstance(n, (ast.For, ast.AsyncFor, ast.While, *SCOPES)):
+            todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _joins_collected_results(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
+    """`torch.cat(x, 0).cpu()` with `x` the loop's own variable: the loop walks lists of
+    per-batch results gathered earlier (`zip(*stats)`, one per column), and each read copies a
+    whole joined column once. That is the read once after the batch loop, not a read per batch."""
+    node = value
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr not in ("cat", "stack")
+    ):
+        node = node.func.value
+    if not (
+        isinstance(node, ast.Call)
+        and terminal_name(node.func) in ("cat", "stack", "concatenate")
+        and (ctx.qualname(node.func) or "").startswith("torch.")
+        and node.args
+        and isinstance(node.args[0], ast.Name)
+    ):
+        return False
+    if isinstance(loop, _COMPREHENSIONS):
+        targets = {n.id for g in loop.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+    else:
+        targets = _loop_names(loop)
+    return node.args[0].id in targets
 
 
 def _walks_parameters_once(ctx: Context, loop: ast.AST) -> bool:
@@ -1547,6 +1615,15 @@ def _decoding_loop(ctx: Context) -> bool:
     return False
 
 
+def _in_a_test(ctx: Context) -> bool:
+    """A test function (`def test_equivariance(...)`, or a bare `def test():` with no
+    parameters, unlike an evaluation `def test(model, loader)`), run once by the test runner."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    return fn.name.startswith("test_") or (fn.name == "test" and not parameters(fn))
+
+
 def _runs_once(ctx: Context, node: ast.AST) -> bool:
     """A condition at the top level of a script or cell, in no loop and no function (which
     may be called again and again): it waits once per run, to decide on a result the host
@@ -1606,6 +1683,8 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         return
     if _runs_once(ctx, node):
         return  # `if argmax == 1: print("positive")` at the top level: one wait, for a result
+    if isinstance(node, ast.Assert) and not ctx.in_loop and _in_a_test(ctx):
+        return  # `assert err.abs().max() < 1e-10` in `def test_...()`: the check a test makes
     if _guards_masked_indexing(ctx, node):
         return  # `if keep.sum() == 0: return []` before `boxes[keep]`, which waits anyway
     if ctx.in_loop and ctx.loops[-1].inner_loop_seen and not isinstance(node, ast.While):
