@@ -34,7 +34,9 @@ RULES = [
         not_flagged="""
             loaders whose batches stay on the CPU; loaders of NumPy batches, which the loop turns into
             tensors itself (`torch.from_numpy(batch.data).to(device)`: pinning applies to tensors
-            only); loaders built with `**kwargs` (the options are not
+            only); loaders whose batches a plain function of the code turns into new tensors before the
+            copy (`video = preprocess(video)` then `video[a:b].cuda()`: pinning would pin tensors that are
+            thrown away); loaders built with `**kwargs` (the options are not
             visible); code with no path to an accelerator, and a kernel that has none (`.to(device)`
             there copies nothing to a GPU)
             """,

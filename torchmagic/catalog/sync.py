@@ -42,7 +42,8 @@ RULES = [
             ends with `break` or `return` and cannot `continue` first: once per pass, as after the loop);
             a loop over lists of per-batch results gathered earlier that reads each joined column once
             (`[torch.cat(x, 0).cpu() for x in zip(*stats)]`: the read once after the batch loop);
-            reads after the inner batch loop (once per epoch) and in an epoch loop's own body (a
+            reads after the inner batch loop (once per epoch) and in an epoch loop's own body (also a loop that
+            runs a whole training per item, `for exp in stream: strategy.train(exp)`; a
             loop whose own body calls `backward()` or an optimizer's `step()` is the step loop, and
             a loop nested in it, averaging samples or summing heads, is part of one step: a read
             after it is still per step);

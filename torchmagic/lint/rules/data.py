@@ -9,7 +9,7 @@ from weakref import WeakKeyDictionary
 from ...report import Fix
 from ..context import Context, LoopInfo
 from ..fixes import fix_of
-from ..kinds import LOADER
+from ..kinds import LOADER, MODULE
 from ..nodes import has_kwargs_splat, keyword, remember
 from ..registry import check
 from ._common import is_cuda_move, live_function, move_target, unparse
@@ -123,10 +123,37 @@ def _from_numpy(ctx: Context, move: ast.Call) -> bool:
     return isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.from_numpy"
 
 
+def _rebuilt_on_host(ctx: Context, move: ast.Call) -> bool:
+    """`video = preprocess(video)` ... `video[a:b].cuda()`: what is copied is a new tensor that
+    a plain function of the code built on the CPU after the loader, so pinning the loader's
+    batches would pin tensors that are thrown away."""
+    value = move.func.value if isinstance(move.func, ast.Attribute) else None
+    while isinstance(value, (ast.Subscript, ast.Call, ast.Attribute)) and not isinstance(value, ast.Name):
+        if isinstance(value, ast.Call):
+            if not isinstance(value.func, ast.Attribute):
+                break
+            value = value.func.value
+        else:
+            value = value.value
+    if not isinstance(value, ast.Name):
+        return False
+    origin = ctx.origin(value)
+    return (
+        isinstance(origin, ast.Call)
+        and isinstance(origin.func, ast.Name)
+        and not (ctx.qualname(origin.func) or "").startswith("torch.")
+        and origin.func.id not in ctx.classes
+        and ctx.kind(origin.func) != MODULE
+        and bool(origin.args)
+    )
+
+
 def _moves_batches(ctx: Context, loop: LoopInfo) -> bool:
     """The loop copies something to the GPU itself, or hands its batch to a function of this
     source that does (`for x, y in loader: train_step(x, y)`)."""
-    if any(_batch_move(ctx, c) and not _from_numpy(ctx, c) for c in loop.calls):
+    if any(
+        _batch_move(ctx, c) and not _from_numpy(ctx, c) and not _rebuilt_on_host(ctx, c) for c in loop.calls
+    ):
         return True
     target = getattr(loop.node, "target", None)
     names = _targets(target) if target is not None else set()

@@ -672,7 +672,7 @@ def _stops_on_a_count(loop: ast.AST) -> bool:
 
 @per_node
 def _is_epoch_loop(loop: ast.AST) -> bool:
-    """`for epoch in range(n_epochs)`, or a full-batch optimisation loop (`opt.step(closure)`,
+    """`for epoch in range(n_epochs)`, a loop that trains on each of its items, or a full-batch optimisation loop (`opt.step(closure)`,
     as with LBFGS, where each step sees all the data): its own body runs once per epoch."""
     names = _loop_names(loop) | {
         n.id if isinstance(n, ast.Name) else n.attr
@@ -681,6 +681,14 @@ def _is_epoch_loop(loop: ast.AST) -> bool:
     }
     if any("epoch" in name.lower() for name in names):
         return True
+    own = _loop_names(loop)
+    if any(
+        isinstance(n, ast.Call)
+        and terminal_name(n.func) in ("train", "fit")
+        and any(isinstance(a, ast.Name) and a.id in own for a in n.args)
+        for n in ast.walk(loop)
+    ):
+        return True  # `for exp in stream: strategy.train(exp)`: a whole training run per item
     return any(
         isinstance(n, ast.Call)
         and terminal_name(n.func) == "step"
