@@ -217,6 +217,19 @@ def block_of(
     return None
 
 
+def enclosing_blocks(path: list[ast.AST], stop: int = 0) -> Iterator[tuple[ast.AST, list[ast.stmt], int]]:
+    """The statement blocks around the last node of `path` (root first), innermost first, up to
+    `path[stop]`: each block's owner, its statements, and the index there of the statement on
+    the path."""
+    for i in range(len(path) - 1, stop, -1):
+        node, parent = path[i], path[i - 1]
+        if not isinstance(node, ast.stmt):
+            continue
+        found = block_of(parent, node)
+        if found is not None:
+            yield parent, found[0], found[1]
+
+
 def top_level_calls(
     tree: ast.AST, func: ast.AST, starters: frozenset[str] = frozenset()
 ) -> list[ast.Call] | None:

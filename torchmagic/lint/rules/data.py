@@ -12,7 +12,7 @@ from ..fixes import fix_of
 from ..kinds import LOADER, MODULE
 from ..nodes import has_kwargs_splat, keyword, remember
 from ..registry import check
-from ._common import is_cuda_move, live_function, move_target, unparse
+from ._common import chain_root, is_cuda_move, live_function, move_target, unparse
 
 _WRAPPERS = ("enumerate", "tqdm", "iter", "zip")
 NOTES = "TM801"  # ctx.notes key: module-level loader names -> built with pin_memory=True?
@@ -127,14 +127,7 @@ def _rebuilt_on_host(ctx: Context, move: ast.Call) -> bool:
     """`video = preprocess(video)` ... `video[a:b].cuda()`: what is copied is a new tensor that
     a plain function of the code built on the CPU after the loader, so pinning the loader's
     batches would pin tensors that are thrown away."""
-    value = move.func.value if isinstance(move.func, ast.Attribute) else None
-    while isinstance(value, (ast.Subscript, ast.Call, ast.Attribute)) and not isinstance(value, ast.Name):
-        if isinstance(value, ast.Call):
-            if not isinstance(value.func, ast.Attribute):
-                break
-            value = value.func.value
-        else:
-            value = value.value
+    value = chain_root(move.func.value) if isinstance(move.func, ast.Attribute) else None
     if not isinstance(value, ast.Name):
         return False
     origin = ctx.origin(value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
+from typing import Any, NamedTuple, TypeGuard
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
@@ -852,35 +852,59 @@ def _plain_name(name: str, fn: ast.AST, plain: Any) -> bool:
 _COPY_STEPS = frozenset({"detach", "float", "double", "long", "int", "contiguous", "clone"})
 
 
+class _Copy(NamedTuple):
+    node: ast.AST  # the copy with its copy steps: `x.cpu().float()` of `x.cpu()`
+    holder: ast.AST | None  # what holds it: a call it is an argument of, a `return`, ...
+    detached: bool  # a step after the copy detached it (`.detach()`, `.data`)
+    via_data: bool  # one of those steps reads `.data`
+
+
+def _copy_of(ctx: Context, call: ast.Call) -> _Copy | None:
+    """Follows a `.cpu()` copy out through the copy steps after it (`.float()`, `.detach()`,
+    `.data`) to what holds it, past a keyword; None where another method or attribute follows."""
+    node: ast.AST = call
+    stack = ctx.stack
+    i = len(stack) - 1
+    detached = via_data = False
+    while i >= 0 and isinstance(stack[i], ast.Attribute):
+        attr = stack[i].attr  # type: ignore[attr-defined]
+        if attr == "data":
+            detached = via_data = True
+            node, i = stack[i], i - 1
+        elif attr in _COPY_STEPS and i >= 1 and isinstance(stack[i - 1], ast.Call):
+            detached = detached or attr == "detach"
+            node, i = stack[i - 1], i - 2
+        else:
+            return None
+    if i >= 1 and isinstance(stack[i], ast.keyword):
+        i -= 1
+    return _Copy(node, stack[i] if i >= 0 else None, detached, via_data)
+
+
+def _passed_to(holder: ast.AST | None, node: ast.AST) -> TypeGuard[ast.Call]:
+    """`node` is an argument of the call `holder` (not the function it calls)."""
+    return (
+        isinstance(holder, ast.Call)
+        and holder.func is not node
+        and (any(a is node for a in holder.args) or any(kw.value is node for kw in holder.keywords))
+    )
+
+
 def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
     """`build_targets(pred.cpu().data, ...)`, `np.asarray(x.cpu())`: a CPU copy handed to
     host-side code, not the module placing its tensors. The callee is NumPy, or a plain function
     outside torch (not a method, not a submodule, not a class): one of this source that reads that
     argument on the host (`.item()`/`.tolist()`/`.numpy()`, `int(...)`), or one defined elsewhere
     that gets a detached copy (`.data`, `.detach()`: values, no graph for the module's output)."""
-    detached = any(
+    copy = _copy_of(ctx, call)
+    if copy is None or not _passed_to(copy.holder, copy.node):
+        return False
+    holder, node = copy.holder, copy.node
+    detached = copy.detached or any(
         (isinstance(n, ast.Attribute) and n.attr == "data")
         or (isinstance(n, ast.Call) and terminal_name(n.func) == "detach")
         for n in chain_nodes(call.func.value)  # type: ignore[attr-defined]
     )
-    node: ast.AST = call
-    stack = ctx.stack
-    i = len(stack) - 1
-    while i >= 0 and isinstance(stack[i], ast.Attribute):
-        attr = stack[i].attr  # type: ignore[attr-defined]
-        if attr == "data":
-            detached, node, i = True, stack[i], i - 1
-        elif attr in _COPY_STEPS and i >= 1 and isinstance(stack[i - 1], ast.Call):
-            detached, node, i = detached or attr == "detach", stack[i - 1], i - 2
-        else:
-            return False
-    if i >= 1 and isinstance(stack[i], ast.keyword):
-        i -= 1
-    holder = stack[i] if i >= 0 else None
-    if not isinstance(holder, ast.Call) or holder.func is node:
-        return False
-    if not any(a is node for a in holder.args) and not any(kw.value is node for kw in holder.keywords):
-        return False
     if (ctx.qualname(holder.func) or "").startswith("numpy."):
         return True
     if not _plain_function(ctx, holder.func):
@@ -899,21 +923,13 @@ def _results_handed_out(ctx: Context, call: ast.Call) -> bool:
     its tensors; a submodule, a method of `self` or a torch function as the receiver is not."""
     if not ctx.method or not _INFERENCE_ENTRY.match(ctx.method):
         return False
-    node: ast.AST = call
-    stack = ctx.stack
-    i = len(stack) - 1
-    while i >= 1 and isinstance(stack[i], ast.Attribute) and isinstance(stack[i - 1], ast.Call):
-        if stack[i].attr not in _COPY_STEPS:  # type: ignore[attr-defined]
-            return False
-        node, i = stack[i - 1], i - 2
-    if i >= 1 and isinstance(stack[i], ast.keyword):
-        i -= 1
-    holder = stack[i] if i >= 0 else None
+    copy = _copy_of(ctx, call)
+    if copy is None or copy.via_data:
+        return False
+    holder = copy.holder
     if isinstance(holder, ast.Return):
         return True
-    if not isinstance(holder, ast.Call) or holder.func is node:
-        return False
-    if not any(a is node for a in holder.args) and not any(kw.value is node for kw in holder.keywords):
+    if not _passed_to(holder, copy.node):
         return False
     if (ctx.qualname(holder.func) or "").startswith("torch.") or not isinstance(holder.func, ast.Attribute):
         return False

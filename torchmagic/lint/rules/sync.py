@@ -38,6 +38,7 @@ from ..nodes import (
     SCOPES,
     ancestors,
     block_of,
+    enclosing_blocks,
     keyword,
     own_nodes,
     parameter_default,
@@ -68,6 +69,13 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 def _loop_names(loop: ast.AST) -> set[str]:
     target = getattr(loop, "target", None)
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+
+
+def _iteration_names(loop: ast.AST) -> set[str]:
+    """The names a loop, or a comprehension, binds on each iteration."""
+    if isinstance(loop, _COMPREHENSIONS):
+        return {n.id for g in loop.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+    return _loop_names(loop)
 
 
 def _is_mod(test: ast.AST) -> bool:
@@ -906,11 +914,8 @@ def _names_something_in(ctx: Context, loop: ast.AST, name: str) -> bool:
 def _reads_each_element(ctx: Context, loop: ast.AST, value: ast.AST | None) -> bool:
     """`[labels[y.item()] for y in preds]`: the loop walks a tensor (or a list of them) and
     reads each element: one sync per element, where one `.tolist()` would do."""
-    if isinstance(loop, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-        targets = {n.id for g in loop.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
-        it = loop.generators[0].iter
-    else:
-        targets, it = _loop_names(loop), getattr(loop, "iter", None)
+    targets = _iteration_names(loop)
+    it = loop.generators[0].iter if isinstance(loop, _COMPREHENSIONS) else getattr(loop, "iter", None)
     if isinstance(value, ast.Name) and value.id in targets:
         return True
     return it is not None and ctx.kind(it) in TENSOR_KINDS
@@ -1332,15 +1337,7 @@ _CLOCKS = frozenset({"time", "perf_counter", "monotonic", "process_time", "perf_
 def _times_next(ctx: Context, call: ast.Call) -> bool:
     """The statement after the synchronising one (after its `if torch.cuda.is_available():`
     when it is the last of that block) reads a clock: the wait is there to time the GPU's work."""
-    stack = [*ctx.stack, call]
-    for i in range(len(stack) - 1, 0, -1):
-        node, parent = stack[i], stack[i - 1]
-        if not isinstance(node, ast.stmt):
-            continue
-        found = block_of(parent, node)
-        if found is None:
-            continue
-        stmts, k = found
+    for parent, stmts, k in enclosing_blocks([*ctx.stack, call]):
         if k + 1 < len(stmts):
             return any(
                 isinstance(c, ast.Call)
@@ -1378,21 +1375,12 @@ def _breaks_after(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     start = next((i for i, n in enumerate(stack) if n is loop), None)
     if start is None:
         return False
-    for i in range(len(stack) - 1, start, -1):
-        node, up = stack[i], stack[i - 1]
-        if not isinstance(node, ast.stmt):
-            continue
-        found = block_of(up, node)
-        if found is None:
-            continue
-        block, k = found
-        if (
-            isinstance(block[-1], (ast.Break, ast.Return))
-            and k < len(block) - 1
-            and not any(_continues(s) for s in block[k:])
-        ):
-            return True
-    return False
+    return any(
+        isinstance(block[-1], (ast.Break, ast.Return))
+        and k < len(block) - 1
+        and not any(_continues(s) for s in block[k:])
+        for _, block, k in enclosing_blocks(stack, start)
+    )
 
 
 def _continues(stmt: ast.stmt) -> bool:
@@ -1426,11 +1414,7 @@ def _joins_collected_results(ctx: Context, loop: ast.AST, value: ast.AST) -> boo
         and isinstance(node.args[0], ast.Name)
     ):
         return False
-    if isinstance(loop, _COMPREHENSIONS):
-        targets = {n.id for g in loop.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
-    else:
-        targets = _loop_names(loop)
-    return node.args[0].id in targets
+    return node.args[0].id in _iteration_names(loop)
 
 
 def _walks_parameters_once(ctx: Context, loop: ast.AST) -> bool:
