@@ -122,6 +122,22 @@ def test_TM106_live_flags_plain_tensor_attribute(ip):
     assert 'register_buffer("scale"' in f.hint
 
 
+def test_TM106_and_TM205_live_ignore_a_scalar_constant_but_not_a_learnable_one(ip):
+    ip.run_cell(
+        SETUP + "class Head(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = nn.Linear(2, 2)\n"
+        "        self.scale = torch.tensor(0.0625)\n"
+        "        self.temperature = torch.tensor(1.0, requires_grad=True)\n"
+    )
+    report = check(ip, "head = Head().to('meta')\n")
+    (f,) = live(report, "TM106")
+    assert f.object == "head.temperature"
+    (g,) = live(report, "TM205")
+    assert "head.temperature" in g.message and "head.scale" not in g.message
+
+
 def test_TM205_flags_model_on_two_devices(ip):
     report = check(
         ip,

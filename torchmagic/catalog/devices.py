@@ -183,7 +183,9 @@ RULES = [
             model.to(device)
             """,
         not_flagged="""
-            models deliberately split (pipeline) are still flagged, but as info when every submodule is on one device
+            models deliberately split (pipeline) are still flagged, but as info when every submodule is on one device;
+            a plain 0-dim CPU tensor attribute that does not require grad (`self.scale = torch.tensor(0.0625)`) is no
+            stray: it mixes with tensors on any device, as a number would
             """,
     ),
 ]

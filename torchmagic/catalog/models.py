@@ -247,7 +247,12 @@ RULES = [
             itself; classes that move their own tensor state (the class or a base in the
             same source defines `to`, `_apply` or `cuda`), also lazily: a method re-binds the attribute
             to a tensor it is given (`self.alpha = self.alpha.type_as(x)`, `self.w = self.w.to(x.device)`;
-            not `.to(torch.float16)`, which follows no input); host data: an attribute the class reads
+            not `.to(torch.float16)`, which follows no input), or refills it from the module's own state
+            (`self.backup_mean.data = deepcopy(self.running_mean.data)`, `self.saved = self.weight.detach().clone()`:
+            scratch that ends up where that state is, kept out of `state_dict()` on purpose); a 0-dim constant
+            built from a number, neither placed nor trained (`self.scale = torch.tensor(0.0625)`): a 0-dim CPU
+            tensor mixes with tensors on any device, as the number would, and `__init__` builds it anew (live:
+            a 0-dim CPU tensor that does not require grad; also not a stray device for TM205); host data: an attribute the class reads
             only for Python values (`self.edges[i].item()`, `self.cuts.tolist()`, `float(...)`, or a loop
             such as `for lo, hi in zip(self.lows, self.highs)` whose elements are read only that way),
             as ECE bin edges are: as a buffer it would follow the model to the GPU and each read would

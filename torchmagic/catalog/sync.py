@@ -38,7 +38,9 @@ RULES = [
             the same calls outside loops; `.item()` on an obvious Python number; reads already
             guarded as the fix suggests (`if step % N == 0:`, also through a name bound to that test earlier in
             the loop, `reg = step % N == 0` then `if reg:`; a counter the block resets,
-            `if step % N: continue`) or run on one iteration (`if i == 0:`, `len(shown) < 5`, a block that
+            `if step % N: continue`) or when an environment's episode ends (`if done:`, `if d and
+            info["lives"][i] == 0:` with `d` over the done flags, `if "episode" in info:`: once per
+            episode, as logging every N steps) or run on one iteration (`if i == 0:`, `len(shown) < 5`, a block that
             ends with `break` or `return` and cannot `continue` first: once per pass, as after the loop);
             a loop over lists of per-batch results gathered earlier that reads each joined column once
             (`[torch.cat(x, 0).cpu() for x in zip(*stats)]`: the read once after the batch loop);
@@ -103,10 +105,13 @@ RULES = [
             that a loop later in the iteration goes round (`labels = dets[:, -1].cpu().unique()`
             then `for c in labels:`, per-class NMS): the host needs it to know how many times
             to go round;
-            a second read of a tensor already read earlier in the same iteration; a read right
+            a second read of a tensor already read earlier in the same iteration; a read after
+            another read earlier in the same statement that computes nothing itself (`if pred.item()
+            != target.item():`: the first read is the finding, also where the first is not reported); a read right
             after another read of a GPU value, of a tensor that already exists and with nothing
             computed in between (`total += loss.item()` then `correct += acc.item()`: the queue
-            is already drained, the first read is the finding; statements on host values only,
+            is already drained, the first read is the finding; also when the first read rebinds the
+            tensor's name to its host copy, `best = best.cpu().numpy()` then `scores = scores.cpu()`; statements on host values only,
             such as a progress bar's `bar.set_description("loss %.3f" % (total / n))`, or appends of
             values already on the host, `preds.append(out)` after `out = out.cpu().numpy()`, may stand
             between them, and `x.to("cpu")` counts as a read; a tensor computed after the first

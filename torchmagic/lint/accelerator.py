@@ -290,7 +290,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
         if isinstance(n, ast.BinOp):
             # both operands sit on one device (mixing raises), so either one tells; except a
             # 0-dim CPU tensor (`torch.tensor(0.5)`), which mixes with tensors of any device
-            places = {where(ctx, side, depth) for side in (n.left, n.right) if not _scalar_tensor(ctx, side)}
+            places = {where(ctx, side, depth) for side in (n.left, n.right) if not scalar_tensor(ctx, side)}
             return ACCELERATOR if ACCELERATOR in places else CPU if CPU in places else None
         if isinstance(n, (ast.ListComp, ast.GeneratorExp)):
             n = n.elt
@@ -623,12 +623,12 @@ def _cpu_built(ctx: Context, node: ast.AST, scope: ast.AST, depth: int) -> bool:
 _SCALAR_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
 
 
-def _scalar_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+def scalar_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
     """`torch.tensor(0.5)` (or a name bound to one): a 0-dim tensor built from a number, which
     an operation accepts next to a tensor of any device."""
     if isinstance(node, ast.Name) and depth < 2:
         origin = ctx.origin(node)
-        return origin is not None and _scalar_tensor(ctx, origin, depth + 1)
+        return origin is not None and scalar_tensor(ctx, origin, depth + 1)
     return (
         isinstance(node, ast.Call)
         and (ctx.qualname(node.func) or "") in _SCALAR_FACTORIES

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, TypeGuard
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
-from .. import libraries
+from .. import accelerator, libraries
 from ..accelerator import MOVES_ITSELF, device_type_of_literal, in_cpu_branch
 from ..context import Context, grad_context
 from ..fixes import fix_of
@@ -1762,6 +1762,57 @@ def _follows_an_input(ctx: Context, attr: str) -> bool:
     return False
 
 
+def _scalar_constant(ctx: Context, value: ast.AST) -> bool:
+    """`torch.tensor(0.0625)`: a 0-dim CPU tensor built from a number, neither placed nor
+    trained, which operations accept next to tensors of any device; `__init__` builds it anew,
+    so `state_dict()` has nothing to keep."""
+    if not accelerator.scalar_tensor(ctx, value) or keyword(value, "device") is not None:
+        return False
+    grad = keyword(value, "requires_grad")
+    return grad is None or (isinstance(grad, ast.Constant) and grad.value is False)
+
+
+def _refilled_from_state(ctx: Context, attr: str) -> bool:
+    """Another method refills the attribute from the module's own state before it is used:
+    `self.backup_mean.data = deepcopy(self.running_mean.data)`. Scratch that ends up where
+    that state is, and is meant to stay out of `state_dict()`."""
+    for cls in _class_nodes(ctx):
+        for fn in cls.body:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "__init__":
+                continue
+            for n in ast.walk(fn):
+                if not isinstance(n, ast.Assign) or len(n.targets) != 1:
+                    continue
+                t = n.targets[0]
+                if isinstance(t, ast.Attribute) and t.attr == "data":
+                    t = t.value
+                if _is_self_attr(t, attr) and _copy_of_state(n.value, attr):
+                    return True
+    return False
+
+
+def _copy_of_state(value: ast.AST, attr: str) -> bool:
+    """`deepcopy(self.running_mean.data)`, `self.weight.detach().clone()`: a copy of another
+    tensor attribute."""
+    while True:
+        if isinstance(value, ast.Call) and not value.keywords:
+            if (
+                isinstance(value.func, ast.Attribute)
+                and value.func.attr in ("clone", "detach")
+                and not value.args
+            ):
+                value = value.func.value
+                continue
+            if terminal_name(value.func) in ("deepcopy", "copy") and len(value.args) == 1:
+                value = value.args[0]
+                continue
+            return False
+        if isinstance(value, ast.Attribute) and value.attr == "data":
+            value = value.value
+            continue
+        return _is_self_attr_read(value) and value.attr != attr  # type: ignore[attr-defined]
+
+
 def _retypes_itself(ctx: Context, node: ast.Assign, attr: str) -> bool:
     """`self.<attr> = self.<attr>.type_as(x)` / `.to(x)` / `.to(x.device)`, with `x` a local name,
     not `self` nor an import (`.to(torch.float16)` follows no input)."""
@@ -1839,8 +1890,10 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
         state["placed"].add(target.attr)
     if target.attr in state["seen"] or read_only_for_python(_class_nodes(ctx), target.attr):
         return  # reported at its first assignment (`if cuda: ... else: ...`), or host data
-    if _follows_an_input(ctx, target.attr):
+    if _follows_an_input(ctx, target.attr) or _refilled_from_state(ctx, target.attr):
         return  # `self.a = self.a.type_as(x)` in forward: the class moves it itself
+    if _scalar_constant(ctx, node.value):
+        return  # `torch.tensor(0.0625)`: a 0-dim CPU constant mixes with tensors on any device
     state["seen"].add(target.attr)
     hint = f'`self.register_buffer("{target.attr}", {unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.'
     if placed:

@@ -132,6 +132,42 @@ def _is_bounded(test: ast.AST) -> bool:
     return isinstance(right, ast.Constant) and isinstance(right.value, int) and right.value <= 16
 
 
+_EPISODE_FLAGS = frozenset(
+    {"done", "dones", "terminal", "terminals", "terminated", "truncated", "is_terminal"}
+)
+
+
+def _flag_name(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+    """`done`, `dones[i]`, `next_done[idx]`, or `d` of `for idx, d in enumerate(done)`."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return False
+    name = node.id.lower()
+    if name in _EPISODE_FLAGS or name.endswith("_done") or name.endswith("_dones"):
+        return True
+    source = ctx.loop_source(node.id)
+    while isinstance(source, ast.Call) and terminal_name(source.func) in ("enumerate", "zip") and source.args:
+        source = source.args[-1] if terminal_name(source.func) == "enumerate" else source.args[0]
+    return depth < 4 and source is not None and _flag_name(ctx, source, depth + 1)
+
+
+def _is_episode_end(ctx: Context, test: ast.AST) -> bool:
+    """`if done:`, `if d and info["lives"][idx] == 0:`, `if "episode" in info:`: true when an
+    episode of an environment ends, once in many steps (also within an `and`)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_is_episode_end(ctx, v) for v in test.values)
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.In)
+        and isinstance(test.left, ast.Constant)
+        and test.left.value in ("episode", "final_info", "final_observation")
+    ):
+        return True
+    return _flag_name(ctx, test)
+
+
 def _walks_own_lists(ctx: Context, loop: ast.AST) -> bool:
     """`for i, (voc, audio) in enumerate(zip(kept_voc, kept_audio))`, where each list is one the
     source builds itself (`kept_voc = []` then `.append`): a loop over results kept in memory,
@@ -188,6 +224,8 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             return PERIODIC
         if _is_once(parent.test, names) or _is_bounded(parent.test) or _is_sampled(parent.test, names):
             return ONCE
+        if isinstance(parent, ast.If) and _is_episode_end(ctx, parent.test):
+            return PERIODIC  # once per episode of an environment, as logging every N steps
         if isinstance(parent, ast.If) and _resets_counter(parent):
             return PERIODIC
     for stmt in getattr(loop, "body", None) or []:
@@ -1061,6 +1099,12 @@ def _read_earlier_in_iteration(ctx: Context, before: list[ast.AST], keys: set[st
 
 
 # methods that return a view or the same data: reading through them launches no GPU work
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 _NO_WORK = frozenset({"detach", "squeeze", "unsqueeze", "view", "t", "view_as", "expand"})
 _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
 
@@ -1104,9 +1148,11 @@ def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, key
     ):
         return True
     reads = _reads_in(ctx, last)
-    if not any(accelerator.where(ctx, r) != accelerator.CPU for r in reads):
-        return False
     rebound = set().union(*(_rebinds(n) for n in before[k:]))
+    # `b = b.cpu().numpy()`: the name now holds the host copy, so where it was is unknown here
+    copied = _rebinds(last)
+    if not any(_root_name(r) in copied or accelerator.where(ctx, r) != accelerator.CPU for r in reads):
+        return False
     return not any(key == b or key.startswith(b + ".") for key in keys for b in rebound)
 
 
@@ -1191,6 +1237,29 @@ def _over_batch_items(ctx: Context, loop: ast.For | ast.AsyncFor) -> bool:
         and n.value.attr == "shape"
         and isinstance(n.value.value, ast.Name)
     )
+
+
+def _after_a_read_in_statement(ctx: Context, call: ast.Call, value: ast.AST) -> bool:
+    """`if pred.item() != target.item():`: the first read of the statement drains the GPU
+    queue, and this one, computing nothing itself, waits for nothing new."""
+    if not _launches_no_work(value):
+        return False
+    stmt = next((n for n in reversed(ctx.stack) if isinstance(n, ast.stmt)), None)
+    if stmt is None or isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.Try)):
+        return False
+    if isinstance(stmt, ast.If):
+        parts: list[ast.AST] = [stmt.test]
+        if not any(stmt.test is n for n in ctx.stack):
+            return False
+    else:
+        parts = [stmt]
+    start = (call.lineno, call.col_offset)
+    for part in parts:
+        for read in _reads_in(ctx, part):
+            end = (read.end_lineno or read.lineno, read.end_col_offset or 0)
+            if end < start and accelerator.where(ctx, read) != accelerator.CPU:
+                return True
+    return False
 
 
 def _drained_before_inner_loop(ctx: Context, value: ast.AST, keys: set[str]) -> bool:
@@ -1286,6 +1355,7 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             _read_earlier_in_iteration(ctx, before, keys)
             or _right_after_a_read(ctx, before, value, keys)
             or _drained_before_inner_loop(ctx, value, keys)
+            or _after_a_read_in_statement(ctx, call, value)
         ):
             return  # the first read of the iteration is the finding
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)

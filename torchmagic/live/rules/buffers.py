@@ -61,7 +61,7 @@ def is_plain_tensor_state(module: Any, attr: str, value: Any) -> bool:
 
 
 def _computed_attribute(d: dict[str, Any], attr: str, t: Any) -> bool:
-    """A plain tensor attribute that is derived, not state: TM106 would be noise.
+    """A plain tensor attribute that is derived or a constant, not state: TM106 would be noise.
 
     `weight_norm`/`spectral_norm` keep `weight` as a plain attribute recomputed from
     registered parameters by a forward pre-hook; a tensor with a `grad_fn` was computed from
@@ -70,6 +70,8 @@ def _computed_attribute(d: dict[str, Any], attr: str, t: Any) -> bool:
     try:
         if meta.grad_fn(t) is not None:
             return True
+        if len(meta.size(t)) == 0 and meta.device(t).type == "cpu" and not meta.requires_grad(t):
+            return True  # a 0-dim CPU constant: mixes with tensors on any device, as a number
     except Exception:
         pass
     hooks = d.get("_forward_pre_hooks")
