@@ -86,7 +86,9 @@ RULES = [
             (also on a reduction over every element, `torch.sum(correct).data[0]`, which is 0-dim too).
             Owners it recognises: tensors, the parameters of a known module (`m.weight` in an init
             function applied with `model.apply(...)` or checking `isinstance(m, nn.Conv2d)`, modules
-            from `.modules()`), loop variables over `.parameters()`, `group["params"]` or a list
+            from `.modules()` or from a loop over an `nn.ModuleList`/`nn.Sequential`, `for block in
+            self.blocks:`), outputs of a submodule that a class of the source assigns in `__init__`
+            (`novelty.target(x)` with `novelty = Novelty().to(device)`), loop variables over `.parameters()`, `group["params"]` or a list
             named like parameters (`params`, `net_params`: `def sgd(params, lr): for p in params:`;
             also through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments.
             `p.data -= ...` is reported as the in-place write it is (`with torch.no_grad(): p -= ...`).
@@ -117,8 +119,8 @@ RULES = [
             `dataset.data`, `batch.data`, `response.data` and any owner not known to be a tensor (live: not
             a Tensor); reads of a tensor that never required grad, where nothing is bypassed: built by a
             factory without `requires_grad` (`xs = torch.linspace(0, 1, 5)` then `xs.data.numpy()`) or by
-            arithmetic and tensor methods of such tensors, assigned once and never switched on with
-            `requires_grad_()`; live, a plain `torch.Tensor` with `requires_grad` False and no
+            arithmetic and tensor methods of such tensors, assigned once (updates by a number, `x /=
+            np.sqrt(var)`, aside) and never switched on with `requires_grad_()`; live, a plain `torch.Tensor` with `requires_grad` False and no
             `grad_fn` (parameters, tensors with a graph and tensors of unknown origin are still reported,
             and so are writes through `.data`, which a graph that saved the tensor would not notice);
             `.data` that reads no value: metadata (`x.data.device`, `.shape`, `.size()`),

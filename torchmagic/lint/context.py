@@ -541,6 +541,20 @@ class Context:
             return PARAMETER
         return None
 
+    def _submodule_of_a_class_here(self, receiver: ast.AST, attr: str) -> bool:
+        """`receiver` is built by a class of this source whose `self.<attr>` is a module."""
+        value = self.origin(receiver) if isinstance(receiver, ast.Name) else None
+        while (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in MODULE_SELF_METHODS
+        ):
+            value = value.func.value  # `RND().to(device)`, `Net().cuda().eval()`
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return False
+        info = self.classes.get(value.func.id)
+        return info is not None and info.attrs.get(attr) == MODULE
+
     def _call_kind(self, node: ast.Call) -> str | None:
         func = node.func
         q = self.qualname(func)
@@ -589,6 +603,8 @@ class Context:
                     return MODULE_METHOD_KINDS[m]
                 if m == "forward":
                     return TENSOR
+                if self._submodule_of_a_class_here(func.value, m):
+                    return TENSOR  # `rnd_model.target(x)`: a submodule that `__init__` assigned
                 return None
             if recv == NDARRAY:
                 return {"tolist": LIST, "item": NUMBER}.get(m, NDARRAY)

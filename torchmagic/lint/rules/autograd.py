@@ -18,6 +18,7 @@ from ..kinds import (
     HOST_VALUE_METHODS,
     LIKE_FUNCS,
     MODULE,
+    NDARRAY,
     NEW_TENSOR_FUNCS,
     NONE,
     NUMBER,
@@ -452,6 +453,9 @@ def _module_argument(ctx: Context, name: ast.Name) -> bool:
     `m.__class__.__name__`)."""
     if _loop_source_call(ctx, name) in _MODULE_SOURCES:
         return True
+    src = ctx.loop_source(name.id)
+    if isinstance(src, (ast.Name, ast.Attribute)) and ctx.kind(src) == MODULE:
+        return True  # `for mod in self.features:` over an `nn.ModuleList`/`nn.Sequential`
     fn = ctx.frame.node
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
@@ -853,13 +857,22 @@ def _live_grad(ctx: Context, name: str) -> bool | None:
 
 
 def _bound_once(ctx: Context, name: str) -> bool:
-    """`name` is assigned once in the scope and never switched to requiring grad
-    (`name.requires_grad_()`, `name.requires_grad = True`)."""
+    """`name` is assigned once in the scope (updates by a number aside) and never switched to
+    requiring grad (`name.requires_grad_()`, `name.requires_grad = True`)."""
     scope = scope_node(ctx)
+    # `x /= np.sqrt(var)`: an update by a number keeps a plain tensor plain
+    by_numbers = {
+        id(n.target)
+        for n in ast.walk(scope)
+        if isinstance(n, ast.AugAssign) and ctx.kind(n.value) in (NUMBER, NDARRAY)
+    }
     stores = sum(
         1
         for n in ast.walk(scope)
-        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+        if isinstance(n, ast.Name)
+        and n.id == name
+        and isinstance(n.ctx, ast.Store)
+        and id(n) not in by_numbers
     )
     if stores != 1:
         return False
