@@ -45,7 +45,8 @@ RULES = [
             a loop over lists of per-batch results gathered earlier that reads each joined column once
             (`[torch.cat(x, 0).cpu() for x in zip(*stats)]`: the read once after the batch loop);
             reads after the inner batch loop (once per epoch) and in an epoch loop's own body (also a loop that
-            runs a whole training per item, `for exp in stream: strategy.train(exp)`; a
+            runs a whole training per item, `for exp in stream: strategy.train(exp)`; a loop over a
+            tensor's elements, `for d in flags:`, is part of one step, not the batch loop; a
             loop whose own body calls `backward()` or an optimizer's `step()` is the step loop, and
             a loop nested in it, averaging samples or summing heads, is part of one step: a read
             after it is still per step);
@@ -158,7 +159,8 @@ RULES = [
             tensor compared with None answers a Python bool without reading data), Python numbers;
             conditions on CPU tensors (live device, or code with no accelerator path), e.g. a colour
             chosen per image in a plotting loop; conditions once per epoch: in an epoch loop's own
-            body, or after the inner batch loop (`if approx_kl > target_kl: break` once per update
+            body, or after the inner batch loop (not a loop over a tensor's elements, which is part of
+            one step) (`if approx_kl > target_kl: break` once per update
             epoch, a decision only the host can take; a `while` there still is, as it tests on every
             iteration of its own); a condition at the top level of a script or cell, in no loop and
             no function (`if out.argmax() == 1: print("positive")`): it waits once per run, to act

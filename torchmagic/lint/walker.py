@@ -436,11 +436,23 @@ class Walker:
             return NUMBER
         return None
 
+    def _walks_elements(self, node: ast.AST) -> bool:
+        """`for d in done_flags:` over a tensor: its elements, part of one step, not a batch loop."""
+        it = getattr(node, "iter", None)
+        while isinstance(it, ast.Call) and terminal_name(it.func) in ("enumerate", "reversed") and it.args:
+            it = it.args[0]
+        return isinstance(it, (ast.Name, ast.Attribute, ast.Subscript)) and self.ctx.kind(it) in TENSOR_KINDS
+
     def _visit_loop(self, node: ast.AST, children: Iterable[ast.AST]) -> None:
         ctx = self.ctx
         info = LoopInfo(node)
         outer = ctx.frame.loops[-1] if ctx.frame.loops else None
-        if outer is not None and not outer.inner_loop_seen and is_step_loop(node):
+        if (
+            outer is not None
+            and not outer.inner_loop_seen
+            and is_step_loop(node)
+            and not self._walks_elements(node)
+        ):
             if outer.steps_itself is None:
                 outer.steps_itself = steps_itself(outer.node)
             outer.inner_loop_seen = not outer.steps_itself
