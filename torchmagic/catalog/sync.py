@@ -155,9 +155,16 @@ RULES = [
             # or sync once, deliberately: if bool((mask != 0).any()): ...
             """,
         not_flagged="""
+            a test whose block only raises (`if not torch.isfinite(w).all(): raise ValueError(...)`,
+            after log lines at most: an opt-in safety check only the host can act on; still flagged
+            in a function handed to `register_hook`, which runs on every backward), or only returns
+            a Python bool from a function declared `-> bool` (its callers need the answer on the host);
             tests on `.shape`, `.dim()`, `.numel()`, `len()`, `is None`, `== None`/`!= None` (a
             tensor compared with None answers a Python bool without reading data), Python numbers;
-            conditions on CPU tensors (live device, or code with no accelerator path), e.g. a colour
+            conditions on CPU tensors (live device, code with no accelerator path, a value a later
+            `.numpy()` of the function reads with no `.cpu()`/`.to()` in between or anywhere on
+            it, a torch function of a 0-dim CPU tensor such as `torch.pow(2, torch.log2(m))`, an
+            attribute set to `None` before the method that builds it on the CPU), e.g. a colour
             chosen per image in a plotting loop; conditions once per epoch: in an epoch loop's own
             body, or after the inner batch loop (not a loop over a tensor's elements, which is part of
             one step) (`if approx_kl > target_kl: break` once per update

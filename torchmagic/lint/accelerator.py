@@ -273,10 +273,14 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 n = func.value  # a tensor method: the result stays where its receiver is
                 continue
             if q.startswith("torch.") and n.args:
-                n = n.args[0]  # a torch function: where its (first) input is
+                # a torch function: where its first tensor input is (`torch.pow(2, x)` is where x is)
+                n = next((a for a in n.args if not isinstance(a, ast.Constant)), n.args[0])
                 continue
             if isinstance(func, ast.Name) and ctx.kind(func) == MODULE:
                 n = func  # calling a module: its output is where the module is
+                continue
+            if isinstance(func, ast.Name) and func.id == "abs" and len(n.args) == 1 and q in ("", "abs"):
+                n = n.args[0]  # `abs(t)` is `t.abs()`
                 continue
             return CPU if _host_helper_call(ctx, n, depth) else None
         if isinstance(n, ast.Attribute) and (n.attr in ("shape", "ndim") or _plain_cpu_attribute(ctx, n)):
@@ -292,6 +296,9 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             # 0-dim CPU tensor (`torch.tensor(0.5)`), which mixes with tensors of any device
             places = {where(ctx, side, depth) for side in (n.left, n.right) if not scalar_tensor(ctx, side)}
             return ACCELERATOR if ACCELERATOR in places else CPU if CPU in places else None
+        if isinstance(n, ast.IfExp):
+            places = {where(ctx, side, depth + 1) for side in (n.body, n.orelse)}
+            return ACCELERATOR if ACCELERATOR in places else CPU if places == {CPU} else None
         if isinstance(n, (ast.ListComp, ast.GeneratorExp)):
             n = n.elt
             continue
@@ -302,6 +309,11 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             live = live_device_type(ctx, n.id)
             if live is not None:
                 return live
+            scope = ctx.frame.node
+            if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                direct, moved = _numpy_roots(scope)
+                if n.id in direct and n.id not in moved:
+                    return CPU  # `torch.where(score > t)[0].numpy()` later: a GPU `score` would raise
             if ctx.lookup(n.id) == LOADER:
                 return CPU
             origin = ctx.origin(n)
@@ -546,7 +558,8 @@ def attribute_store(tree: ast.AST, cls: ast.ClassDef, attr: str) -> tuple[ast.AS
     """The value of the only store into an attribute named `attr` anywhere in `tree`, when it
     is a plain `self.<attr> = value` in a method of `cls`, and that method (to read the value's
     names in); None otherwise."""
-    stores = _attribute_stores(tree).get(attr, [])
+    # `self.probs, self.alias = None, None` before the method that builds them: no value yet
+    stores = [(t, st) for t, st in _attribute_stores(tree).get(attr, []) if not _stores_none(t, st)]
     if len(stores) != 1:
         return None
     target, stmt = stores[0]
@@ -563,6 +576,59 @@ def attribute_store(tree: ast.AST, cls: ast.ClassDef, attr: str) -> tuple[ast.AS
         None,
     )
     return (stmt.value, method) if method is not None else None
+
+
+def _stores_none(target: ast.Attribute, stmt: ast.AST) -> bool:
+    """`self.x = None` or `self.x, self.y = None, None`."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return False
+    t, v = stmt.targets[0], stmt.value
+    if t is target:
+        return isinstance(v, ast.Constant) and v.value is None
+    if isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(v.elts):
+        return any(
+            e is target and isinstance(x, ast.Constant) and x.value is None for e, x in zip(t.elts, v.elts)
+        )
+    return False
+
+
+_MOVES = frozenset({"cpu", "to", "cuda", "numpy"})
+
+
+@per_node
+def _numpy_roots(scope: ast.AST) -> tuple[frozenset[str], frozenset[str]]:
+    """Names that a `.numpy()` of the function reads straight, with no `.cpu()`/`.to()` in
+    between (through tensor methods, indexing, comparisons, arithmetic and torch functions),
+    and names the function moves anywhere (`x.cpu()`, `x.to(...)`, `x.cuda()`)."""
+    direct: set[str] = set()
+    moved: set[str] = set()
+    for n in ast.walk(scope):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+            continue
+        if n.func.attr in ("cpu", "to", "cuda"):
+            moved.update(x.id for x in ast.walk(n.func.value) if isinstance(x, ast.Name))
+        if n.func.attr != "numpy" or n.args:
+            continue
+        todo: list[ast.AST] = [n.func.value]
+        while todo:
+            e = todo.pop()
+            if isinstance(e, ast.Name):
+                direct.add(e.id)
+            elif isinstance(e, (ast.Attribute, ast.Subscript)):
+                todo.append(e.value)
+            elif isinstance(e, ast.Compare):
+                todo.extend([e.left, *e.comparators])
+            elif isinstance(e, ast.BinOp):
+                todo.extend([e.left, e.right])
+            elif isinstance(e, ast.Call):
+                f = e.func
+                if isinstance(f, ast.Attribute) and f.attr in _MOVES:
+                    continue
+                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "torch":
+                    todo.extend(e.args)
+                elif isinstance(f, ast.Attribute):
+                    todo.append(f.value)
+    return frozenset(direct), frozenset(moved)
 
 
 @per_node

@@ -595,6 +595,9 @@ class Context:
                     return TENSORS
                 if m[:1] == "_" or (m == "type" and not node.args and not node.keywords):
                     return None  # dunder/private protocol methods; `x.type()` is a string
+                if m in _MAPPING_METHODS:
+                    return None  # `cache.get("offset")`: the guess of a tensor was wrong
+
                 return TENSOR
             if recv == MODULE:
                 if m in MODULE_SELF_METHODS:
@@ -615,6 +618,23 @@ class Context:
                     return TENSOR
         return None
 
+
+# methods of dicts, lists and strings that a tensor does not have
+_MAPPING_METHODS = frozenset(
+    {
+        "get",
+        "items",
+        "keys",
+        "values",
+        "append",
+        "extend",
+        "update",
+        "setdefault",
+        "startswith",
+        "endswith",
+        "join",
+    }
+)
 
 _GRAD_CONTEXTS = {
     "torch.no_grad": "no_grad",

@@ -1738,6 +1738,38 @@ def _guards_masked_indexing(ctx: Context, node: ast.AST) -> bool:
     )
 
 
+def _registered_as_hook(ctx: Context) -> bool:
+    """The enclosing function is handed to `*.register_hook(...)` (or another `register_*hook`):
+    it runs on every backward or forward pass, a hot path whatever it does."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not ctx.stack:
+        return False
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr.endswith("hook")
+        and any(isinstance(a, ast.Name) and a.id == fn.name for a in n.args)
+        for n in ast.walk(ctx.stack[0])
+    )
+
+
+def _answers_the_host(ctx: Context, node: ast.If) -> bool:
+    """The block only raises (`raise ValueError("NaNs detected")`, after a log line at most) or
+    returns a Python bool from a function declared `-> bool` (`if finished.all(): return False`
+    in one that tells its caller whether to go on): a decision only the host can take, which the
+    code makes on purpose."""
+    body = node.body
+    if len(body) == 1 and isinstance(body[0], ast.Return):
+        v = body[0].value
+        fn = ctx.frame.node
+        returns = getattr(fn, "returns", None)
+        declared = isinstance(returns, ast.Name) and returns.id == "bool"
+        return declared and isinstance(v, ast.Constant) and isinstance(v.value, bool)
+    return isinstance(body[-1], ast.Raise) and all(
+        isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) for s in body[:-1]
+    )
+
+
 @check("TM302", nodes=(ast.If, ast.While, ast.Assert, ast.IfExp))
 def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: Context) -> None:
     test = node.test
@@ -1749,6 +1781,8 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         return  # `assert err.abs().max() < 1e-10` in `def test_...()`: the check a test makes
     if _guards_masked_indexing(ctx, node):
         return  # `if keep.sum() == 0: return []` before `boxes[keep]`, which waits anyway
+    if isinstance(node, ast.If) and _answers_the_host(ctx, node) and not _registered_as_hook(ctx):
+        return  # `if not torch.isfinite(w).all(): raise ValueError(...)`: only the host can raise
     if ctx.in_loop and ctx.loops[-1].inner_loop_seen and not isinstance(node, ast.While):
         # after the inner batch loop (`if approx_kl > target_kl: break` once per update epoch):
         # one wait per pass over the data, for a decision only the host can take (a `while`
