@@ -141,3 +141,24 @@ def test_a_write_into_an_activation_is_not_told_to_write_under_no_grad() -> None
     out = out.masked_fill(mask, 0.0)
     (post.sum() + out.sum()).backward()
     assert lin.weight.grad is not None
+
+
+def test_writes_through_a_row_and_through_a_writing_helper_get_the_write_fix() -> None:
+    code = (
+        "import torch\nfrom torch import nn\n\n"
+        "def swap_rows_(table, a, b):\n"
+        "    table[a], table[b] = table[b].clone(), table[a].clone()\n\n"
+        "class Symbolic(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.affine = nn.Parameter(torch.zeros(3, 3, 4))\n\n"
+        "    def fix(self, j, i, params):\n"
+        "        self.affine.data[j][i] = params\n\n"
+        "    def swap(self, a, b):\n"
+        "        with torch.no_grad():\n"
+        "            swap_rows_(self.affine.data, a, b)\n"
+    )
+    row, helper = tm403(code)
+    assert "writes the tensor" in row.message and "no_grad" in row.hint and ".detach()" not in row.hint
+    assert "passes `.data` to `swap_rows_`, which writes it in place" in helper.message
+    assert "already runs under `no_grad`" in helper.hint and "swap_rows_(self.affine, ...)" in helper.hint

@@ -81,7 +81,9 @@ RULES = [
         evidence=("static",),
         what="""
             Flags reads and writes of `.data` on a tensor, parameter or gradient: in-place writes
-            (`w.data.normal_()`, `p.data.add_(...)`, `p.grad.data.clamp_()`, `p.data = ...`), reads
+            (`w.data.normal_()`, `p.data.add_(...)`, `p.grad.data.clamp_()`, `p.data = ...`, a store into
+            a row, `w.data[j][i] = v`, and `.data` handed to a function of the source that writes its
+            argument in place, `swap_rows_(w.data, a, b)`), reads
             (`h.data`, `Variable(h.data)`), `.data.resize_()`/`.set_()`/`.t_()`, and `loss.data[0]`
             (also on a reduction over every element, `torch.sum(correct).data[0]`, which is 0-dim too).
             Owners it recognises: tensors, the parameters of a known module (`m.weight` in an init

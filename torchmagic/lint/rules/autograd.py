@@ -740,6 +740,53 @@ def _param_like(ctx: Context, owner: ast.AST) -> bool:
     ) == "parameter"
 
 
+def _stored_through(ctx: Context, sub: ast.Subscript) -> bool:
+    """`x.data[j][i] = v`: the outer subscript of a chain stores."""
+    stack = ctx.stack
+    k = len(stack) - 1
+    while k >= 0 and stack[k] is not sub:
+        k -= 1
+    node: ast.AST = sub
+    while k >= 1 and isinstance(stack[k - 1], ast.Subscript) and stack[k - 1].value is node:
+        node = stack[k - 1]
+        k -= 1
+    return node is not sub and isinstance(getattr(node, "ctx", None), ast.Store)
+
+
+def _writing_helper(ctx: Context, parent: ast.AST | None, node: ast.Attribute) -> str | None:
+    """`swap_(self.affine.data, i, j)` with a function of this source that writes the parameter
+    in place (`data[i], data[j] = data[j].clone(), data[i].clone()`, `data.mul_(s)`)."""
+    if not (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and node in parent.args):
+        return None
+    index = parent.args.index(node)
+    # the helper may be nested in the method that calls it (`def swap_(data, i, j): ...`)
+    fn = next(
+        (
+            n
+            for n in ast.walk(module_node(ctx))
+            if isinstance(n, ast.FunctionDef) and n.name == parent.func.id
+        ),
+        None,
+    )
+    if fn is None or index >= len(fn.args.args):
+        return None
+    arg = fn.args.args[index].arg
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
+            if isinstance(n.value, ast.Name) and n.value.id == arg:
+                return fn.name
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == arg
+            and n.func.attr.endswith("_")
+            and not n.func.attr.endswith("__")
+        ):
+            return fn.name
+    return None
+
+
 def _init_helper(ctx: Context, parent: ast.AST | None, node: ast.Attribute) -> str | None:
     """`xavier(m.weight.data)` with `def xavier(param): init.xavier_uniform_(param)` in the
     source: a helper that only hands its argument to `nn.init` (a write, not a read)."""
@@ -1067,6 +1114,15 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             fix=fix_of("Pass the tensor itself", [ctx.edits.replace(node, ctx.edits.source(node.value))]),
         )
         return
+    helper = _writing_helper(ctx, parent, node)
+    if helper is not None:
+        ctx.flag(
+            node,
+            f"`{unparse(parent, 50)}` passes `.data` to `{helper}`, which writes it in place: a write"
+            " behind autograd's back.",
+            _write_hint(ctx, f"{unparse(parent.func, 30)}({owner}, ...)"),
+        )
+        return
     init = _init_helper(ctx, parent, node)
     if init is not None:
         ctx.flag(
@@ -1093,7 +1149,7 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     ):
         return  # `isinstance(x.data, torch.cuda.FloatTensor)`: a type check
     if isinstance(parent, ast.Subscript) and parent.value is node:
-        if isinstance(parent.ctx, ast.Store):
+        if isinstance(parent.ctx, ast.Store) or _stored_through(ctx, parent):
             ctx.flag(
                 node,
                 f"`{owner}.data[...] = ...` writes the tensor behind autograd's back.",
