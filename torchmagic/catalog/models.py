@@ -296,7 +296,12 @@ RULES = [
             requires a gradient; `.data` used for
             metadata or as a factory, which stops nothing (`x.data.new(...)`, `x.data.new_zeros(...)`, `x.data.size()`,
             `isinstance(x.data, torch.cuda.FloatTensor)`, `type(x.data)`); a stop-gradient under an explicit freeze switch
-            (`if config.fix_emb:`, `if self.freeze:`, `if not self.train_emb:`); the output of a submodule the class freezes
+            (`if config.fix_emb:`, `if self.freeze:`, `if not self.train_emb:`), and any option of the code: a flag or a
+            mode compared with a string (`if self.mode == "learn_only_prototypes":`, `if not create_graph:`,
+            `if self.straight_through and self.reinmax:`, also `if not should_detach: continue` before it; not
+            `self.training`); in a class named as a loss or criterion, a stop-gradient while another input of
+            the function keeps its gradient (a teacher's output or a memory bank detached beside the student's
+            logits; a loss that detaches its only prediction is still flagged); the output of a submodule the class freezes
             (`self.cnn.requires_grad_(False)`); a stop-gradient that blocks one path of several, so gradients
             still reach the layers before it: the straight-through estimator (`z + (q - z).detach()`,
             `hard - soft.detach() + soft`), and a value that the same function also uses with its graph

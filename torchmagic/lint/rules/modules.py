@@ -25,6 +25,7 @@ from ..kinds import (
     TENSOR_METADATA,
 )
 from ..nodes import (
+    enclosing_blocks,
     has_kwargs_splat,
     keyword,
     own_nodes,
@@ -2090,6 +2091,80 @@ def _under_freeze_switch(ctx: Context) -> bool:
                 low = text.lower()
                 if low and low != "training" and any(w in low for w in _FREEZE_WORDS):
                     return True
+            if isinstance(anc, ast.If) and _configuration_test(ctx, anc.test):
+                return True
+    for _, block, index in enclosing_blocks(ctx.stack):
+        for stmt in block[:index]:
+            if (
+                isinstance(stmt, ast.If)
+                and len(stmt.body) == 1
+                and isinstance(stmt.body[0], (ast.Continue, ast.Break, ast.Return))
+                and not stmt.orelse
+                and _configuration_test(ctx, stmt.test)
+            ):
+                return True  # `if not should_detach: continue` before it
+    return False
+
+
+def _in_a_loss_class(ctx: Context) -> bool:
+    """A class named as a loss or criterion (`CRDLoss`, `VATLoss`)."""
+    name = ctx.cls.node.name if ctx.cls is not None else ""
+    return name.endswith(("Loss", "Criterion"))
+
+
+def _another_input_learns(ctx: Context, expr: ast.AST) -> bool:
+    """Another parameter of the function (not the ground truth, not what is detached) is used
+    with its gradient (`student_logits`, or `model` called on the inputs): the loss still trains
+    that side, and detaching a target, a teacher's output or a memory bank is how it says which
+    side learns. A loss that detaches its only prediction (`output.data`) cuts everything."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    root = chain_root(expr)
+    detached = root.id if isinstance(root, ast.Name) else None
+    inputs = {p for p in parameters(fn) if p not in ("self", detached) and not _GROUND_TRUTH.fullmatch(p)}
+    parents = parents_of(fn)
+    for n in ast.walk(fn):
+        if not (isinstance(n, ast.Name) and n.id in inputs and isinstance(n.ctx, ast.Load)):
+            continue
+        up = parents.get(id(n))
+        if isinstance(up, ast.Attribute) and up.attr in (
+            "data",
+            "detach",
+            "shape",
+            "size",
+            "device",
+            "dtype",
+        ):
+            continue
+        return True
+    return False
+
+
+def _configuration_test(ctx: Context, test: ast.AST) -> bool:
+    """`if self.learning_mode == "learn_only_prototypes":`, `if not create_graph:`, `if
+    self.straight_through and self.reinmax:`: options of the code (flags, modes compared with a
+    string), not values computed from tensors; a stop-gradient under one is the option's doing.
+    Not `self.training`, which every module has."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _configuration_test(ctx, test.operand)
+    if isinstance(test, ast.BoolOp):
+        return all(_configuration_test(ctx, v) for v in test.values)
+    if isinstance(test, ast.Compare):
+        return (
+            len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
+            and _configuration_test(ctx, test.left)
+            and all(isinstance(c, (ast.Constant, ast.Tuple, ast.List, ast.Set)) for c in test.comparators)
+            and any(
+                isinstance(n, ast.Constant) and isinstance(n.value, str)
+                for c in test.comparators
+                for n in ast.walk(c)
+            )
+        )
+    if isinstance(test, (ast.Name, ast.Attribute)):
+        name = test.id if isinstance(test, ast.Name) else test.attr
+        return name != "training" and ctx.kind(test) not in TENSOR_KINDS and ctx.kind(test) != MODULE
     return False
 
 
@@ -2793,6 +2868,8 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
             return
     if _under_freeze_switch(ctx) or _gradient_goes_around(ctx, node, expr):
         return
+    if _in_a_loss_class(ctx) and _another_input_learns(ctx, expr):
+        return  # a loss's stop-gradient picks which side learns (targets, teachers, memory banks)
     if _leaves_for_python(ctx, node) or _integer_tensor(ctx, expr) or _stability_shift(ctx, node, expr):
         return  # nothing that carries a gradient is cut
     if _inference_return(ctx, node) or _ground_truth(ctx, expr):
