@@ -165,6 +165,10 @@ RULES = [
                 y = model(x)
             """,
         not_flagged="""
+            a `with` block in the forward path that runs no layer of the module and does not return (no
+            `self.<submodule>(...)`, `self(...)` or `self.forward(...)` in it): a teacher's targets computed from the
+            inputs, a weight renormalised in place (`self.weight.copy_(...)`), a memory bank updated in place leave the
+            output's graph to every trained parameter;
             the same constructs outside module classes, and in methods that `forward` does not call: `generate`, `predict`,
             `sample` are inference entry points, and weight initialisation or EMA updates write parameters in place and must
             not be recorded; nobody back-propagates through them; a `forward` that back-propagates or

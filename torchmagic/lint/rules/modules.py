@@ -1335,6 +1335,8 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
                 hint,
             )
         return
+    if not _cuts_the_output(ctx, node):
+        return  # targets, statistics or in-place updates on the side: the output keeps its graph
     for item in node.items:  # type: ignore[attr-defined]
         if grad_context(ctx, item.context_expr) in ("no_grad", "inference_mode"):
             ctx.flag(
@@ -1342,6 +1344,32 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
                 f"`with {unparse(item.context_expr)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.",  # type: ignore[union-attr]
                 hint,
             )
+
+
+def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
+    """The `with torch.no_grad():` block returns, or runs layers of this module (`self.fc(x)`,
+    a submodule the class holds, or `self(...)`): their parameters get no gradient. A block of
+    tensor math on the inputs (a teacher's targets) or of in-place updates (a memory bank, a
+    weight renormalised with `copy_`) cuts nothing the module trains."""
+    body = getattr(block, "body", [])
+    attrs = ctx.cls.attrs if ctx.cls is not None else {}
+    for stmt in body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Return):
+                return True
+            if not isinstance(n, ast.Call):
+                continue
+            f = n.func
+            if isinstance(f, ast.Name) and f.id == "self":
+                return True
+            if (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and f.value.id == "self"
+                and (attrs.get(f.attr) == MODULE or f.attr == "forward")
+            ):
+                return True
+    return False
 
 
 def _self_attr_target(node: ast.Assign | ast.AnnAssign) -> ast.Attribute | None:
