@@ -62,6 +62,17 @@ def execution_count(page: Page, index: int) -> Any:
     )
 
 
+def settled_count(page: Page, index: int) -> int:
+    """The cell's execution count once the execute reply has set it: the findings can show
+    before it does on a loaded machine."""
+    page.wait_for_function(
+        "i => window.jupyterapp.shell.currentWidget.content.model.cells.get(i).executionCount !== null",
+        arg=index,
+        timeout=KERNEL_TIMEOUT,
+    )
+    return execution_count(page, index)
+
+
 def finding(page: Page, rule: str):
     return page.locator(f"{PANEL} .tm-Finding[data-rule='{rule}']")
 
@@ -77,7 +88,7 @@ def test_apply_fix_in_the_sidebar_edits_the_cell_in_one_undo_step(page: Page, no
     tm902 = finding(page, "TM902")
     expect(tm902).to_be_visible(timeout=KERNEL_TIMEOUT)
     expect(tm902.locator(".tm-Finding-fix")).to_contain_text("Fix: Call normal_")
-    count = execution_count(page, 1)
+    count = settled_count(page, 1)
     page.locator(f"{NOTEBOOK} .jp-Cell").nth(0).click()  # the checked cell is not the active one
     tm902.locator("button.tm-Finding-apply").click()
     expect(tm902.locator(".tm-Finding-fixStatus")).to_have_text("Applied — run the cell to check it again.")
@@ -117,7 +128,7 @@ def test_apply_fix_in_the_widget_under_the_cell_goes_through_the_kernel(page: Pa
     widget = page.locator(f"{NOTEBOOK} .jp-Cell").nth(1).locator(".jp-OutputArea-output")
     button = widget.locator("button", has_text="Apply fix")
     expect(button).to_have_count(1, timeout=KERNEL_TIMEOUT)  # only TM404 is left
-    count = execution_count(page, 1)
+    count = settled_count(page, 1)
     button.click()
     expect(widget.locator("button", has_text="Applied")).to_be_visible(timeout=KERNEL_TIMEOUT)
     expect(widget).to_contain_text("run it to check it again")
