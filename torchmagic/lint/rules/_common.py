@@ -187,6 +187,12 @@ def chain_root(node: ast.AST) -> ast.AST:
     return chain_nodes(node)[-1]
 
 
+def root_name(node: ast.AST) -> str | None:
+    """The name a method/attribute/subscript chain hangs from: `y[0].clamp_` -> "y"."""
+    root = chain_root(node)
+    return root.id if isinstance(root, ast.Name) else None
+
+
 def switches_grad_off(node: ast.AST) -> bool:
     """`m.requires_grad_(False)`: the module or tensor stops recording gradients."""
     return (

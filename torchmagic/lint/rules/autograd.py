@@ -36,6 +36,7 @@ from ._common import (
     live_function,
     name_like,
     receiver,
+    root_name,
     switches_grad_off,
     unparse,
     unparse_operand,
@@ -273,20 +274,16 @@ def _results_updated_in_place(ctx: Context, node: ast.With) -> bool:
     return any(_changes_in_place(ctx, stmt, bound, 0) for stmt in body[at + 1 :])
 
 
-def _root(node: ast.AST) -> str | None:
-    """The name a method/attribute/subscript chain hangs from: `y[0].clamp_` -> "y"."""
-    root = chain_root(node)
-    return root.id if isinstance(root, ast.Name) else None
-
-
 def _changes_in_place(ctx: Context, tree: ast.AST, names: set[str], depth: int) -> bool:
     for sub in ast.walk(tree):
-        if isinstance(sub, ast.AugAssign) and _root(sub.target) in names:
+        if isinstance(sub, ast.AugAssign) and root_name(sub.target) in names:
             return True
         if isinstance(sub, ast.Assign) and any(
-            isinstance(t, (ast.Subscript, ast.Attribute)) and _root(t) in names for t in sub.targets
+            isinstance(t, (ast.Subscript, ast.Attribute)) and root_name(t) in names
+            for target in sub.targets
+            for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target])
         ):
-            return True
+            return True  # also `x[i], x[j] = x[j].clone(), x[i].clone()`
         if not isinstance(sub, ast.Call):
             continue
         func = sub.func
@@ -294,7 +291,7 @@ def _changes_in_place(ctx: Context, tree: ast.AST, names: set[str], depth: int) 
             isinstance(func, ast.Attribute)
             and func.attr.endswith("_")
             and not func.attr.endswith("__")
-            and _root(func.value) in names
+            and root_name(func.value) in names
         ):
             return True
         if depth < 2 and isinstance(func, ast.Name):
@@ -310,7 +307,7 @@ def _changes_in_place(ctx: Context, tree: ast.AST, names: set[str], depth: int) 
             else:
                 continue
             for i, a in enumerate(sub.args):
-                if _root(a) in names and ((params[i] if i < len(params) else str(i)) in changed):
+                if root_name(a) in names and ((params[i] if i < len(params) else str(i)) in changed):
                     return True
     return False
 
@@ -754,37 +751,19 @@ def _stored_through(ctx: Context, sub: ast.Subscript) -> bool:
 
 
 def _writing_helper(ctx: Context, parent: ast.AST | None, node: ast.Attribute) -> str | None:
-    """`swap_(self.affine.data, i, j)` with a function of this source that writes the parameter
-    in place (`data[i], data[j] = data[j].clone(), data[i].clone()`, `data.mul_(s)`)."""
+    """`swap_(self.affine.data, i, j)` with a function of this source that changes that
+    parameter in place (`data[i], data[j] = data[j].clone(), data[i].clone()`, `data.mul_(s)`),
+    also one nested in the method that calls it."""
     if not (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and node in parent.args):
         return None
-    index = parent.args.index(node)
-    # the helper may be nested in the method that calls it (`def swap_(data, i, j): ...`)
-    fn = next(
-        (
-            n
-            for n in ast.walk(module_node(ctx))
-            if isinstance(n, ast.FunctionDef) and n.name == parent.func.id
-        ),
-        None,
-    )
-    if fn is None or index >= len(fn.args.args):
+    fn = ctx.origin(parent.func)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    arg = fn.args.args[index].arg
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
-            if isinstance(n.value, ast.Name) and n.value.id == arg:
-                return fn.name
-        if (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and isinstance(n.func.value, ast.Name)
-            and n.func.value.id == arg
-            and n.func.attr.endswith("_")
-            and not n.func.attr.endswith("__")
-        ):
-            return fn.name
-    return None
+    index = parent.args.index(node)
+    params = [a.arg for a in fn.args.args]
+    if index >= len(params) or params[index] not in _params_changed_in_place(ctx, fn):
+        return None
+    return fn.name
 
 
 def _init_helper(ctx: Context, parent: ast.AST | None, node: ast.Attribute) -> str | None:

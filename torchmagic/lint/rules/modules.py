@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from typing import Any, NamedTuple, TypeGuard
 from weakref import WeakKeyDictionary
 
@@ -1781,14 +1782,16 @@ def _follows_an_input(ctx: Context, attr: str) -> bool:
     """A method other than `__init__` re-binds the attribute to a tensor it is given:
     `self.alpha = self.alpha.type_as(x)`, `self.w = self.w.to(x.device)`. The class moves it
     itself, lazily, as it moves its state in an overridden `to`."""
+    return any(_retypes_itself(ctx, n, attr) for n in _assignments_after_init(ctx))
+
+
+def _assignments_after_init(ctx: Context) -> Iterator[ast.Assign]:
+    """The assignments in the methods other than `__init__` of the class (and its bases in
+    this source)."""
     for cls in _class_nodes(ctx):
         for fn in cls.body:
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "__init__":
-                continue
-            for n in ast.walk(fn):
-                if isinstance(n, ast.Assign) and _retypes_itself(ctx, n, attr):
-                    return True
-    return False
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name != "__init__":
+                yield from (n for n in ast.walk(fn) if isinstance(n, ast.Assign))
 
 
 def _scalar_constant(ctx: Context, value: ast.AST) -> bool:
@@ -1805,18 +1808,14 @@ def _refilled_from_state(ctx: Context, attr: str) -> bool:
     """Another method refills the attribute from the module's own state before it is used:
     `self.backup_mean.data = deepcopy(self.running_mean.data)`. Scratch that ends up where
     that state is, and is meant to stay out of `state_dict()`."""
-    for cls in _class_nodes(ctx):
-        for fn in cls.body:
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "__init__":
-                continue
-            for n in ast.walk(fn):
-                if not isinstance(n, ast.Assign) or len(n.targets) != 1:
-                    continue
-                t = n.targets[0]
-                if isinstance(t, ast.Attribute) and t.attr == "data":
-                    t = t.value
-                if _is_self_attr(t, attr) and _copy_of_state(n.value, attr):
-                    return True
+    for n in _assignments_after_init(ctx):
+        if len(n.targets) != 1:
+            continue
+        t = n.targets[0]
+        if isinstance(t, ast.Attribute) and t.attr == "data":
+            t = t.value
+        if _is_self_attr(t, attr) and _copy_of_state(n.value, attr):
+            return True
     return False
 
 

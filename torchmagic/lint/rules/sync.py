@@ -51,7 +51,7 @@ from ..nodes import (
 )
 from ..registry import check
 from ..walker import is_step_loop
-from ._common import format_template, move_target, unparse, unparse_operand
+from ._common import format_template, move_target, root_name, unparse, unparse_operand
 
 # Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
 _NOT_TENSOR = frozenset(
@@ -1099,12 +1099,6 @@ def _read_earlier_in_iteration(ctx: Context, before: list[ast.AST], keys: set[st
 
 
 # methods that return a view or the same data: reading through them launches no GPU work
-def _root_name(node: ast.AST) -> str | None:
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
 _NO_WORK = frozenset({"detach", "squeeze", "unsqueeze", "view", "t", "view_as", "expand"})
 _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
 
@@ -1151,7 +1145,7 @@ def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, key
     rebound = set().union(*(_rebinds(n) for n in before[k:]))
     # `b = b.cpu().numpy()`: the name now holds the host copy, so where it was is unknown here
     copied = _rebinds(last)
-    if not any(_root_name(r) in copied or accelerator.where(ctx, r) != accelerator.CPU for r in reads):
+    if not any(root_name(r) in copied or accelerator.where(ctx, r) != accelerator.CPU for r in reads):
         return False
     return not any(key == b or key.startswith(b + ".") for key in keys for b in rebound)
 
@@ -1244,22 +1238,18 @@ def _after_a_read_in_statement(ctx: Context, call: ast.Call, value: ast.AST) -> 
     queue, and this one, computing nothing itself, waits for nothing new."""
     if not _launches_no_work(value):
         return False
-    stmt = next((n for n in reversed(ctx.stack) if isinstance(n, ast.stmt)), None)
-    if stmt is None or isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.Try)):
-        return False
-    if isinstance(stmt, ast.If):
-        parts: list[ast.AST] = [stmt.test]
-        if not any(stmt.test is n for n in ctx.stack):
+    part: ast.AST | None = ctx.statement()
+    if part is None:  # in a block's own expressions: only an `if` test counts
+        block = next((n for n in reversed(ctx.stack) if isinstance(n, ast.stmt)), None)
+        if not isinstance(block, ast.If) or not any(block.test is n for n in ctx.stack):
             return False
-    else:
-        parts = [stmt]
+        part = block.test
     start = (call.lineno, call.col_offset)
-    for part in parts:
-        for read in _reads_in(ctx, part):
-            end = (read.end_lineno or read.lineno, read.end_col_offset or 0)
-            if end < start and accelerator.where(ctx, read) != accelerator.CPU:
-                return True
-    return False
+    return any(
+        (read.end_lineno or read.lineno, read.end_col_offset or 0) < start
+        and accelerator.where(ctx, read) != accelerator.CPU
+        for read in _reads_in(ctx, part)
+    )
 
 
 def _drained_before_inner_loop(ctx: Context, value: ast.AST, keys: set[str]) -> bool:
@@ -1744,12 +1734,18 @@ def _registered_as_hook(ctx: Context) -> bool:
     fn = ctx.frame.node
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not ctx.stack:
         return False
-    return any(
-        isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and n.func.attr.endswith("hook")
-        and any(isinstance(a, ast.Name) and a.id == fn.name for a in n.args)
-        for n in ast.walk(ctx.stack[0])
+    return fn.name in _hook_functions(ctx.stack[0])
+
+
+@per_node
+def _hook_functions(tree: ast.AST) -> frozenset[str]:
+    """Names handed to a `*hook(...)` call anywhere in `tree`, found once per tree."""
+    return frozenset(
+        a.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("hook")
+        for a in n.args
+        if isinstance(a, ast.Name)
     )
 
 
