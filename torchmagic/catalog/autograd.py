@@ -135,7 +135,8 @@ RULES = [
             in-place call under `torch.no_grad()`, which computes the same values and makes autograd
             raise if the old value was still needed), never `.detach()`, which would write to (or
             resize) a detached alias; a gradient is written directly (`p.grad.clamp_(...)`). Not flagged:
-            `.data =` swaps that change dtype, device or layout on purpose (`p.data = fn(p.data)`,
+            `.data =` swaps that change dtype, device or layout on purpose (`p.data = fn(p.data)`, also a function
+            of an imported module of the package, `p.data = c_f.to_device(p.data, device=d)`,
             `b.data = b.to(dtype)`, `.half()`, `resize_(..., memory_format=...)`, a view into a flat
             buffer with `.view_as(p)`), which have no
             drop-in replacement; `p.data = <new tensor>` is told `copy_` only with its condition

@@ -253,7 +253,9 @@ RULES = [
             to a tensor it is given (`self.alpha = self.alpha.type_as(x)`, `self.w = self.w.to(x.device)`;
             not `.to(torch.float16)`, which follows no input), or refills it from the module's own state
             (`self.backup_mean.data = deepcopy(self.running_mean.data)`, `self.saved = self.weight.detach().clone()`:
-            scratch that ends up where that state is, kept out of `state_dict()` on purpose); a 0-dim constant
+            scratch that ends up where that state is, kept out of `state_dict()` on purpose), or a
+            placeholder that `forward` rebinds on every call, in its own statements and not from itself
+            (`self.weight = self.coeffs[:n].reshape(out, in)`); a 0-dim constant
             built from a number, neither placed nor trained (`self.scale = torch.tensor(0.0625)`): a 0-dim CPU
             tensor mixes with tensors on any device, as the number would, and `__init__` builds it anew (live:
             a 0-dim CPU tensor that does not require grad; also not a stray device for TM205); host data: an attribute the class reads

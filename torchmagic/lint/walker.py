@@ -186,10 +186,15 @@ class Walker:
                     else:
                         head = a.name.split(".", 1)[0]
                         self.ctx.imports[head] = head
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            elif isinstance(node, ast.ImportFrom) and (node.module or node.level):
+                # a relative import keeps its dots (`from ..utils import common_functions as c_f`
+                # -> "..utils.common_functions"): a module of the package, never `torch`
+                base = "." * node.level + (node.module or "")
                 for a in node.names:
                     if a.name != "*":
-                        self.ctx.imports[a.asname or a.name] = f"{node.module}.{a.name}"
+                        self.ctx.imports[a.asname or a.name] = (
+                            f"{base}.{a.name}" if node.module else f"{base}{a.name}"
+                        )
 
     def _prescan_classes(self, tree: ast.Module) -> None:
         """Top-level classes are known before the walk: a model may use a layer class defined

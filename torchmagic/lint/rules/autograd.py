@@ -687,6 +687,12 @@ def _swap_kind(ctx: Context, value: ast.AST, owner: str, depth: int = 0) -> str:
             q = ctx.qualname(f) or ""
             if f.attr in _CONVERTS:
                 return "convert"
+            if (
+                isinstance(f.value, ast.Name)
+                and ctx.resolve_import(f.value.id) is not None
+                and not q.startswith(("torch.", "numpy."))
+            ):
+                return "convert"  # `c_f.to_device(p.data, ...)`: a function of an imported module, as `fn(p.data)`
             if q.startswith("torch.") and not q.startswith(("torch.nn.", "torch.autograd.")):
                 same_ops = same_ops and f.attr in _SAME_KIND
             else:

@@ -1819,6 +1819,24 @@ def _refilled_from_state(ctx: Context, attr: str) -> bool:
     return False
 
 
+def _recomputed_in_forward(ctx: Context, attr: str) -> bool:
+    """`forward` rebinds the attribute on every call, from something other than itself
+    (`self.weight = w[:n].reshape(out, in)` from coefficients): the value `__init__` gives it is
+    a placeholder, and what forward uses is made where its inputs are."""
+    for cls in _class_nodes(ctx):
+        for fn in cls.body:
+            if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "forward"):
+                continue
+            for stmt in fn.body:  # unconditionally: its own statements, not a branch's
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and any(_is_self_attr(t, attr) for t in stmt.targets)
+                    and not any(_is_self_attr(n, attr) for n in ast.walk(stmt.value))
+                ):
+                    return True
+    return False
+
+
 def _copy_of_state(value: ast.AST, attr: str) -> bool:
     """`deepcopy(self.running_mean.data)`, `self.weight.detach().clone()`: a copy of another
     tensor attribute."""
@@ -1918,7 +1936,11 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
         state["placed"].add(target.attr)
     if target.attr in state["seen"] or read_only_for_python(_class_nodes(ctx), target.attr):
         return  # reported at its first assignment (`if cuda: ... else: ...`), or host data
-    if _follows_an_input(ctx, target.attr) or _refilled_from_state(ctx, target.attr):
+    if (
+        _follows_an_input(ctx, target.attr)
+        or _refilled_from_state(ctx, target.attr)
+        or _recomputed_in_forward(ctx, target.attr)
+    ):
         return  # `self.a = self.a.type_as(x)` in forward: the class moves it itself
     if _scalar_constant(ctx, node.value):
         return  # `torch.tensor(0.0625)`: a 0-dim CPU constant mixes with tensors on any device
