@@ -35,9 +35,14 @@ RULES = [
             `if torch.cuda.device_count() > 1:`, which may run on one GPU). The factory in the CUDA branch is still
             flagged. Host bookkeeping: a tensor that, with what torch functions of it alone compute
             (`torch.unique_consecutive`, `cumsum`, constant indexing), is only read back as Python
-            values (`.tolist()`, `.item()`, `int()`, slice bounds, `if` tests against constants), never
+            values (`.tolist()`, `.item()`, `int()`, slice bounds, `if` tests against constants or numbers, such as a
+            coin flip `if torch.rand(1) < self.p:` with `p=0.5` in `__init__`), never
             meeting another tensor (`torch.tensor([c.shape[-1] for c in crops])` whose group ends slice
-            the list `crops`): on the CPU that is free, on the device each read would wait. The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
+            the list `crops`): on the CPU that is free, on the device each read would wait. A 0-dim
+            tensor built from a Python number handed straight to an operation or a function
+            (`f(x, torch.tensor(y_th))` with `y_th=10.0`): PyTorch takes it as a scalar next to a
+            tensor on any device (one appended to a list or joined by `torch.stack`/`torch.cat`
+            still is flagged: joining needs one device). The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
             for zeros/ones/empty/full/rand/randn/randint, `device=` for the rest (`arange`, `eye`,
             `linspace`, ...)
             """,

@@ -106,7 +106,11 @@ RULES = [
             that a loop later in the iteration goes round (`labels = dets[:, -1].cpu().unique()`
             then `for c in labels:`, per-class NMS): the host needs it to know how many times
             to go round;
-            a second read of a tensor already read earlier in the same iteration; a read after
+            a second read of a tensor already read earlier in the same iteration; reads in a loop
+            over the parts of one step (a dict's items, such as a logger's `for k, v in
+            kwargs.items(): if isinstance(v, torch.Tensor): v = v.item()`) that reads tensors which
+            already exist and queues no GPU work: the first read drains the queue and the others
+            wait for nothing (a read that computes, `v.float().mean().item()`, is still flagged); a read after
             another read earlier in the same statement that computes nothing itself (`if pred.item()
             != target.item():`: the first read is the finding, also where the first is not reported); a read right
             after another read of a GPU value, of a tensor that already exists and with nothing

@@ -23,7 +23,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS, TENSOR_METADATA
+from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS, NUMBER, TENSOR_METADATA
 from .nodes import (
     has_kwargs_splat,
     keyword,
@@ -695,12 +695,16 @@ def scalar_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
     if isinstance(node, ast.Name) and depth < 2:
         origin = ctx.origin(node)
         return origin is not None and scalar_tensor(ctx, origin, depth + 1)
-    return (
+    if not (
         isinstance(node, ast.Call)
         and (ctx.qualname(node.func) or "") in _SCALAR_FACTORIES
         and bool(node.args)
-        and isinstance(node.args[0], (ast.Constant, ast.UnaryOp))
-    )
+    ):
+        return False
+    arg = node.args[0]
+    if isinstance(arg, (ast.Constant, ast.UnaryOp)):
+        return True
+    return isinstance(arg, ast.Name) and ctx.kind(arg) == NUMBER  # `torch.tensor(y_th)`, y_th=10.0
 
 
 # ---- a tensor that only the CPU can hold --------------------------------------------------------

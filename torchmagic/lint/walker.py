@@ -333,6 +333,8 @@ class Walker:
                     kind = TENSOR
                 else:
                     kind = self.ctx.kind(default)
+            elif isinstance(default, ast.Constant) and self.ctx.kind(default) == NUMBER:
+                kind = NUMBER  # `p=0.5`: a probability, a size, a threshold
             frame.names[a.arg] = kind
         for a in (args.vararg, args.kwarg):
             if a is not None:

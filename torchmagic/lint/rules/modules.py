@@ -65,6 +65,8 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         return  # the `else:` of `if torch.cuda.is_available():` / `if x.is_cuda:` runs on the CPU
     if _read_back_on_host(ctx, call):
         return  # host bookkeeping: on the device, every read back would wait for it
+    if _scalar_operand(ctx, call):
+        return  # `f(x, torch.tensor(eps))`: a 0-dim CPU tensor mixes with tensors of any device
     legacy = _legacy_wrapper(ctx, call)
     if legacy is not None:
         wrapper, dtype = legacy
@@ -112,6 +114,29 @@ def _legacy_wrapper(ctx: Context, call: ast.Call) -> tuple[str, str] | None:
     if head in ("torch", "torch.cuda") and tail in _LEGACY_DTYPES:
         return q, _LEGACY_DTYPES[tail]
     return None
+
+
+# calls that gather tensors into one or keep them: all must share a device, 0-dim or not
+_GATHERING = frozenset({"append", "extend", "insert", "cat", "concat", "concatenate", "stack"})
+_GATHERING |= {"hstack", "vstack", "dstack", "tensor", "as_tensor"}
+
+
+def _scalar_operand(ctx: Context, call: ast.Call) -> bool:
+    """`self.f(x, torch.tensor(y_th))` with `y_th=10.0`, `x * torch.tensor(scale)`: a 0-dim
+    tensor built from a Python number, handed straight to an operation or a function, where
+    PyTorch takes it as a scalar next to tensors of any device. Not one appended to a list or
+    joined by `torch.stack`/`torch.cat` (`losses.append(torch.tensor(0).float())`): joining
+    needs one device."""
+    if not accelerator.scalar_tensor(ctx, call) or isinstance(call.args[0], (ast.Constant, ast.UnaryOp)):
+        return False
+    up = ctx.stack[-1] if ctx.stack else None
+    if isinstance(up, ast.BinOp):
+        return True
+    return (
+        isinstance(up, ast.Call)
+        and any(a is call for a in up.args)
+        and terminal_name(up.func) not in _GATHERING
+    )
 
 
 def _counts_gpus(ctx: Context, call: ast.Call) -> bool:
@@ -191,7 +216,7 @@ def _follow(ctx: Context, node: ast.AST, parents: dict[int, ast.AST]) -> set[str
     `_, counts = ...`, `for end in idx`), None for anything else (it meets other tensors)."""
     while True:
         up = parents.get(id(node))
-        if _host_use(up, node, parents):
+        if _host_use(ctx, up, node, parents):
             return set()
         if isinstance(up, ast.Subscript) and up.value is node and isinstance(up.slice, ast.Constant):
             node = up  # `torch.unique(t, return_counts=True)[1]`
@@ -239,8 +264,9 @@ def _method_alone(ctx: Context, up: ast.AST | None, node: ast.AST, parents: dict
     return isinstance(call, ast.Call) and call.func is up and _plain_args(ctx, call, node)
 
 
-def _host_use(up: ast.AST | None, node: ast.AST, parents: dict[int, ast.AST]) -> bool:
-    """`node.tolist()`, `int(node)`, `xs[a:node]`, `if node == 0:`: a read of a Python value."""
+def _host_use(ctx: Context, up: ast.AST | None, node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """`node.tolist()`, `int(node)`, `xs[a:node]`, `if node == 0:`, `if torch.rand(1) < self.p:`
+    (`self.p` a number): a read of a Python value."""
     if isinstance(up, ast.Slice):
         return True
     if isinstance(up, ast.Attribute) and up.value is node and up.attr in HOST_VALUE_METHODS:
@@ -248,7 +274,9 @@ def _host_use(up: ast.AST | None, node: ast.AST, parents: dict[int, ast.AST]) ->
     if isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id in _HOST_CALLS:
         return node in up.args
     if isinstance(up, ast.Compare) and not all(
-        isinstance(v, ast.Constant) for v in (up.left, *up.comparators) if v is not node
+        isinstance(v, ast.Constant) or ctx.kind(v) == NUMBER
+        for v in (up.left, *up.comparators)
+        if v is not node
     ):
         return False  # compared with another tensor, it meets it
     test = up

@@ -10,6 +10,7 @@ tensor literal: see `accelerator.where`), the CPU-only branch of
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from weakref import WeakKeyDictionary
 
@@ -1151,6 +1152,11 @@ def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, key
 
 
 _READ_OUT = frozenset({"cpu", "numpy", "item", "tolist"})
+# `isinstance(v, (float, int))`: builtin types and exceptions, names no tensor goes by
+_BUILTIN_TYPES = frozenset(
+    {"bool", "int", "float", "complex", "str", "bytes", "list", "tuple", "dict", "set", "type"}
+    | {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+)
 
 
 def _queues_no_gpu_work(ctx: Context, node: ast.AST, host: set[str]) -> bool:
@@ -1186,13 +1192,13 @@ def _queues_no_gpu_work(ctx: Context, node: ast.AST, host: set[str]) -> bool:
             return False
         if ctx.kind(f) == MODULE:
             return False
-        while isinstance(f, ast.Attribute):
+        while isinstance(f, (ast.Attribute, ast.Subscript)):
             f = f.value
-        callees.add(id(f))  # `plt` of `plt.imshow(img)`, `denorm` of `denorm(img)`
+        callees.add(id(f))  # `plt` of `plt.imshow(img)`, `self` of `self.meters[k].update(v)`
     for n in ast.walk(node):
         if id(n) in read_out or not isinstance(n, ast.Name) or not isinstance(n.ctx, ast.Load):
             continue
-        if n.id in host or ctx.resolve_import(n.id) is not None:
+        if n.id in host or n.id in _BUILTIN_TYPES or ctx.resolve_import(n.id) is not None:
             continue
         kind = ctx.kind(n)
         if kind == MODULE:
@@ -1231,6 +1237,23 @@ def _over_batch_items(ctx: Context, loop: ast.For | ast.AsyncFor) -> bool:
         and n.value.attr == "shape"
         and isinstance(n.value.value, ast.Name)
     )
+
+
+def _loop_queues_nothing(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
+    """`for k, v in kwargs.items(): if isinstance(v, torch.Tensor): v = v.item()`: a loop over
+    the parts of one step (a dict's items, parameters, a short literal) that walks tensors which
+    already exist and queues no GPU work of its own: the first read drains the queue and the
+    others wait for nothing. Not a walk over one tensor's elements (`for y in preds`): one
+    `.tolist()` would replace those copies."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or is_step_loop(loop):
+        return False
+    it = loop.iter
+    if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
+        it = it.args[0]
+    if not _launches_no_work(value) or ctx.kind(it) in TENSOR_KINDS:
+        return False
+    host = _rebinds(loop.target)
+    return all(_queues_no_gpu_work(ctx, part, host) for part in [loop.iter, *loop.body])
 
 
 def _after_a_read_in_statement(ctx: Context, call: ast.Call, value: ast.AST) -> bool:
@@ -1348,6 +1371,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             or _after_a_read_in_statement(ctx, call, value)
         ):
             return  # the first read of the iteration is the finding
+    if value is not None and _loop_queues_nothing(ctx, loop, value):
+        return  # only the first iteration's read waits: nothing is queued after it
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
     if place == accelerator.CPU or accelerator.in_cpu_branch(ctx, call):
         return  # a CPU tensor: reading it waits for no GPU
