@@ -60,7 +60,13 @@ RULES = [
             grad mode does not govern it; code using GPyTorch, whose models cache prediction tensors on
             themselves (made under `inference_mode`, they make the next grad-enabled call raise); a block inside a loop (or a function) that also calls
             `backward()`: its results may be saved for that backward (a DQN target, a teacher's
-            outputs), which tensors made under `inference_mode` cannot be; a block whose results are
+            outputs), which tensors made under `inference_mode` cannot be; a block in a function that
+            also runs a model with grad on, outside any `no_grad` block (`p = online_net(a)` then
+            `with torch.no_grad(): z = target_net(b)` and `cosine_similarity(p, z)`, a
+            `compute_loss` with a second forward for a metric): a training step whose backward the
+            framework calls, where a stop-gradient target is saved for that backward and
+            inference-mode forwards interleaved with training break lazily built caches and
+            sharded (FSDP) models; a block whose results are
             changed in place after it (`y.clamp_(0, 1)`, `y[y < 0] = 0`, or through a function of the file
             or of an earlier notebook cell that changes its argument in place, `normalize(y[0])`), which
             inference tensors refuse outside `inference_mode`; a block that also enters a context manager

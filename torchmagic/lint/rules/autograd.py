@@ -226,11 +226,58 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
     if ctx.loops == [] and isinstance(ctx.frame.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         if any(_is_backward(c) for c in ast.walk(ctx.frame.node) if isinstance(c, ast.Call)):
             return
+    if _trains_alongside(ctx, node):
+        return  # a stop-gradient target next to a forward with grad: it may be saved for backward
     ctx.flag(
         node,
         f"`with {unparse(item.context_expr, 40)}` wraps pure inference; `torch.inference_mode()` is faster.",
         "Use `with torch.inference_mode():` (keep `no_grad` where the results feed a later backward).",
         fix=_inference_mode_fix(item.context_expr, ctx),
+    )
+
+
+def _trains_alongside(ctx: Context, node: ast.With) -> bool:
+    """The function holding the block also runs a model with grad on, outside any block that
+    switches grad off (`h1 = self.predictor(z1)` then `with torch.no_grad(): z2 =
+    self.target(x)` and `cosine_similarity(h1, z2)`, a `compute_loss` that logs metrics from a
+    second forward): a training step whose backward the framework calls. A tensor made under
+    `inference_mode` there raises once autograd saves it for that backward."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if any(grad_context(ctx, d) in ("no_grad", "inference_mode") for d in fn.decorator_list):
+        return False
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        n = todo.pop()
+        if n is node or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+            grad_context(ctx, i.context_expr) in ("no_grad", "inference_mode") for i in n.items
+        ):
+            continue
+        if isinstance(n, ast.Call) and _is_forward_call(ctx, n):
+            return True
+        todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _is_forward_call(ctx: Context, call: ast.Call) -> bool:
+    """`model(x)`, `self.predictor(z)`, `strategy.forward()`: a forward pass, not a module
+    method such as `model.eval()` or `model.to(device)`."""
+    f = call.func
+    if isinstance(f, ast.Attribute) and f.attr == "forward":
+        return True
+    if not isinstance(f, (ast.Attribute, ast.Name)):
+        return False
+    if ctx.kind(f) == MODULE:
+        return True
+    if isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and f.value.id == "self"):
+        return False  # `trainer.train_model()`: a method, named like a model or not
+    # `model(x)`, `self.online_network(x)`, not `model_with_cfg(name)` nor `build_model(cfg)`
+    text = f.attr if isinstance(f, ast.Attribute) else f.id
+    return text.lower().endswith(("model", "net", "network")) and not text.lower().startswith(
+        ("build", "get", "create", "make", "load", "init")
     )
 
 
