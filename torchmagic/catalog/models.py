@@ -93,7 +93,10 @@ RULES = [
             `.nonzero().cpu()`); `.cpu()` whose copy is handed to host-side code: an argument of a NumPy function
             (`np.asarray(x.cpu())`), an argument that a function of this source reads with
             `.item()`/`.tolist()`/`.numpy()`/`int(...)`, or a detached copy (`x.cpu().data`, `x.detach().cpu()`:
-            values, no graph) passed to a plain function defined elsewhere (`build_targets(pred.cpu().data, ...)`);
+            values, no graph) passed to a plain function defined elsewhere (`build_targets(pred.cpu().data, ...)`),
+            or bound to a name that the method hands, directly or through a loop over it, only to functions of a
+            non-torch library (`costs = pwl.detach().cpu()` then `[linear_sum_assignment(c) for c in costs]`:
+            SciPy runs on the host);
             `.cpu()` in an inference entry point (`generate`, `decode_*`, `predict`, ...) that hands its results
             back (`return ids.cpu()`) or to a host-side object that is not a module or a tensor
             (`self.vocab.string(tokens.int().cpu())`);

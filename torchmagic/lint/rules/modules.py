@@ -920,6 +920,59 @@ def _passed_to(holder: ast.AST | None, node: ast.AST) -> TypeGuard[ast.Call]:
     )
 
 
+def _named_copy_for_a_library(ctx: Context, call: ast.Call, copy: _Copy) -> bool:
+    """`pwl_copy = pwl.detach().cpu()` then `[linear_sum_assignment(p) for p in pwl_copy]`: a
+    detached copy, bound to a name that the method (or a loop over it) hands only to functions
+    of a non-torch library (SciPy, NumPy, scikit-learn), which run on the host."""
+    holder = copy.holder
+    fn = ctx.frame.node
+    if not (
+        isinstance(holder, ast.Assign)
+        and holder.value is copy.node
+        and len(holder.targets) == 1
+        and isinstance(holder.targets[0], ast.Name)
+        and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ):
+        return False
+    detached = copy.detached or any(
+        (isinstance(n, ast.Attribute) and n.attr == "data")
+        or (isinstance(n, ast.Call) and terminal_name(n.func) == "detach")
+        for n in chain_nodes(call.func.value)  # type: ignore[attr-defined]
+    )
+    if not detached:
+        return False
+    parents = parents_of(fn)
+    return _only_handed_to_a_library(ctx, fn, holder.targets[0].id, parents, 0)
+
+
+def _only_handed_to_a_library(
+    ctx: Context, scope: ast.AST, name: str, parents: dict[int, ast.AST], depth: int
+) -> bool:
+    """Every read of `name` in `scope` is an argument of a function of a non-torch library, or
+    the iterable of a loop (or comprehension) whose variable only is."""
+    handed = 0
+    for use in ast.walk(scope):
+        if not (isinstance(use, ast.Name) and use.id == name and isinstance(use.ctx, ast.Load)):
+            continue
+        up = parents.get(id(use))
+        if isinstance(up, (ast.For, ast.comprehension)) and up.iter is use and depth < 2:
+            target = up.target
+            inner = parents.get(id(up)) if isinstance(up, ast.comprehension) else up
+            if not (isinstance(target, ast.Name) and inner is not None):
+                return False
+            if not _only_handed_to_a_library(ctx, inner, target.id, parents, depth + 1):
+                return False
+            handed += 1
+            continue
+        if not (isinstance(up, ast.Call) and any(a is use for a in up.args)):
+            return False
+        root = (ctx.qualname(up.func) or "").split(".")
+        if len(root) < 2 or root[0] in ("torch", "builtins"):
+            return False
+        handed += 1
+    return handed > 0
+
+
 def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
     """`build_targets(pred.cpu().data, ...)`, `np.asarray(x.cpu())`: a CPU copy handed to
     host-side code, not the module placing its tensors. The callee is NumPy, or a plain function
@@ -927,6 +980,8 @@ def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
     argument on the host (`.item()`/`.tolist()`/`.numpy()`, `int(...)`), or one defined elsewhere
     that gets a detached copy (`.data`, `.detach()`: values, no graph for the module's output)."""
     copy = _copy_of(ctx, call)
+    if copy is not None and _named_copy_for_a_library(ctx, call, copy):
+        return True
     if copy is None or not _passed_to(copy.holder, copy.node):
         return False
     holder, node = copy.holder, copy.node
