@@ -168,7 +168,9 @@ RULES = [
             conditions on CPU tensors (live device, code with no accelerator path, a value a later
             `.numpy()` of the function reads with no `.cpu()`/`.to()` in between or anywhere on
             it, a torch function of a 0-dim CPU tensor such as `torch.pow(2, torch.log2(m))`, an
-            attribute set to `None` before the method that builds it on the CPU), e.g. a colour
+            attribute set to `None` before the method that builds it on the CPU; a name read between
+            two of its bindings is the earlier one: `m = torch.tensor(k)`, `torch.log2(m)`, then
+            `m = low * v`), e.g. a colour
             chosen per image in a plotting loop; conditions once per epoch: in an epoch loop's own
             body, or after the inner batch loop (not a loop over a tensor's elements, which is part of
             one step) (`if approx_kl > target_kl: break` once per update

@@ -317,6 +317,15 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             if ctx.lookup(n.id) == LOADER:
                 return CPU
             origin = ctx.origin(n)
+            earlier = ctx.earlier_origin(n.id)
+            if (
+                origin is not None
+                and earlier is not None
+                and getattr(earlier, "lineno", 0) < getattr(n, "lineno", 0) < getattr(origin, "lineno", 0)
+            ):
+                # `m = torch.tensor(k)`, then `torch.log2(m)`, then `m = ... * v`: a read between
+                # two bindings sees the earlier one
+                origin = earlier
             if (
                 isinstance(origin, ast.Call)
                 and getattr(n, "lineno", 0) > (origin.end_lineno or origin.lineno)  # read after the move
