@@ -117,7 +117,10 @@ RULES = [
             an early-stopping helper was handed the module (`stopper.step(acc, model)` with `stopper = EarlyStopping(...)`,
             then `torch.load("es_checkpoint.pt")`, a file named like its best-weights checkpoint), or after a call that was handed both
             the module and the checkpoint's location (`early_stopping(val_loss, model, path)` then
-            `model.load_state_dict(torch.load(path + "/checkpoint.pth"))`); a data file, named like a dataset, corpus or
+            `model.load_state_dict(torch.load(path + "/checkpoint.pth"))`); a file found beside the code itself and
+            named like no checkpoint (`torch.load(Path(__file__).parent / "hadamard_tensors.pt")`): a package ships it
+            for every user's machine, CPU ones included (a checkpoint there, `"pretrained_weights.pth"`, is still
+            flagged); a data file, named like a dataset, corpus or
             vocabulary and not like a checkpoint (`torch.load(opt.data)`, `torch.load("vocab.pt")`, also through a name built
             by formatting: `fn = "corpus.{}.data".format(digest)`), which preprocessing
             writes from the CPU; code that cannot run without a GPU and leaves everything on the default GPU. Checkpoints

@@ -373,6 +373,8 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
     )
     if into is None and _names_a_data_file(ctx, f):
         return  # a preprocessed dataset or vocabulary: written from the CPU, not a checkpoint
+    if into is None and _shipped_constant(ctx, f):
+        return  # a table the package ships beside its code, loaded on every user's machine
     target = "device" if ctx.defined("device") else None
     files.loads.append(
         _Load(
@@ -413,6 +415,27 @@ def _names_a_data_file(ctx: Context, f: ast.AST | None) -> bool:
     else:
         return False
     return bool(_DATA_WORDS.search(word)) and not _CHECKPOINT_WORDS.search(word)
+
+
+def _shipped_constant(ctx: Context, f: ast.AST | None) -> bool:
+    """`torch.load(str(Path(__file__).parent) + "/hadamard_tensors.pt")`: a file found beside
+    the code itself, named like no checkpoint. A package ships it for every user's machine, CPU
+    ones included, so it holds CPU tensors; a checkpoint there (`model.pth`) is still flagged."""
+    parts: list[ast.AST] = []
+    todo = [f] if f is not None else []
+    while todo and len(parts) < 32:
+        n = todo.pop()
+        parts.append(n)
+        for sub in ast.walk(n):
+            if isinstance(sub, ast.Name) and sub is not n and (origin := ctx.origin(sub)) is not None:
+                todo.append(origin)
+        if isinstance(n, ast.Name) and (origin := ctx.origin(n)) is not None:
+            todo.append(origin)
+    names = [sub for p in parts for sub in ast.walk(p)]
+    if not any(isinstance(n, ast.Name) and n.id == "__file__" for n in names):
+        return False
+    texts = [n.value for n in names if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return bool(texts) and not any(_CHECKPOINT_WORDS.search(t) for t in texts)
 
 
 def _location_names(ctx: Context, f: ast.AST | None) -> frozenset[str]:
