@@ -98,7 +98,9 @@ RULES = [
             self.blocks:`), outputs of a submodule that a class of the source assigns in `__init__`
             (`novelty.target(x)` with `novelty = Novelty().to(device)`), loop variables over `.parameters()`, `group["params"]` or a list
             named like parameters (`params`, `net_params`: `def sgd(params, lr): for p in params:`;
-            also through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments.
+            also through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments,
+            names the same function calls `.backward()` on (`loss_1, loss_2 = co_loss(...)`, then
+            `loss_1.backward()` and `loss_1.data.item()`).
             `p.data -= ...` is reported as the in-place write it is (`with torch.no_grad(): p -= ...`).
             Several reads in one statement make one finding that names them all, the tensor known to
             carry a graph or require grad first (`pred.data` before `grid.data`).

@@ -576,8 +576,21 @@ def _tensor_owner(ctx: Context, owner: ast.AST, node: ast.Attribute) -> bool:
             and ctx.kind(owner) is None
         ):
             return True  # `loss.data[0]`: the 0.3-era way to read a loss, whatever built it
-        return _guarded_as_tensor(ctx, owner.id)
+        return _guarded_as_tensor(ctx, owner.id) or (
+            ctx.frame.node is not None and owner.id in _backpropagated(ctx.frame.node)
+        )
     return False
+
+
+@per_node
+def _backpropagated(scope: ast.AST) -> frozenset[str]:
+    """The names `scope` calls `.backward()` on (`loss_1, loss_2 = co_loss(...)` then
+    `loss_1.backward()`): tensors, whatever built them."""
+    return frozenset(
+        c.func.value.id  # type: ignore[attr-defined]
+        for c in ast.walk(scope)
+        if isinstance(c, ast.Call) and _is_backward(c) and isinstance(c.func.value, ast.Name)  # type: ignore[attr-defined]
+    )
 
 
 # reductions that give a 0-dim tensor when called over the whole tensor (no `dim`)
