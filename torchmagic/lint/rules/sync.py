@@ -1692,6 +1692,20 @@ def _decoding_loop(ctx: Context) -> bool:
     return False
 
 
+def _stop_test_of_a_search(ctx: Context) -> bool:
+    """The innermost loop is a `for` that trains nothing (no `backward()`, no optimizer
+    `step()` in it): a search or decoding loop bounded by a maximum length, which an `if` whose
+    block leaves the loop stops early on a value it computes (every sequence reached its end
+    token). Deciding whether to go on needs that value on the host, as in a `while` loop."""
+    if not ctx.loops or not isinstance(ctx.loops[-1].node, (ast.For, ast.AsyncFor)):
+        return False
+    loop = ctx.loops[-1].node
+    return not any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("backward", "step")
+        for c in ast.walk(loop)
+    )
+
+
 def _in_a_test(ctx: Context) -> bool:
     """A test function (`def test_equivariance(...)`, or a bare `def test():` with no
     parameters, unlike an evaluation `def test(model, loader)`), run once by the test runner."""
@@ -1819,6 +1833,8 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         isinstance(node, ast.While) or (isinstance(node, ast.If) and _stops(node.body))
     ):
         return  # `if next_word == eos_idx: break`: the stop test of a decoding loop is the algorithm
+    if isinstance(node, ast.If) and _stops(node.body) and _stop_test_of_a_search(ctx):
+        return  # `if is_eos.any(-1).all(): break` in `for _ in range(max_len):`, as above
     places = {accelerator.where(ctx, t) for t in _tensors_in(ctx, test)} or {None}
     if places == {accelerator.CPU} or accelerator.in_cpu_branch(ctx, node):
         return  # a condition on CPU tensors waits for no GPU
