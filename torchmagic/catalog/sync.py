@@ -183,7 +183,8 @@ RULES = [
             bare `def test():` without parameters; an evaluation `def test(model, loader)` is not one),
             the check the test makes once per run; the stop test of a `while` loop that stops on a value it computes
             (`if token == eos_idx: break` in greedy decoding): the loop cannot go on without it; likewise an `if`
-            whose block leaves a `for` loop that trains nothing (no `backward()`, no `step()`), such as
+            whose block ends with `break`/`return` in a `for` loop over `range(...)` that trains nothing (no
+            `backward()`, no `step()`), such as
             `for _ in range(max_len):` with `if (out == eos).any(-1).all(): break` (an early stop in a training
             loop is still flagged);
             a test in no loop of a function on a boolean mask that the function then indexes with

@@ -1700,6 +1700,11 @@ def _stop_test_of_a_search(ctx: Context) -> bool:
     if not ctx.loops or not isinstance(ctx.loops[-1].node, (ast.For, ast.AsyncFor)):
         return False
     loop = ctx.loops[-1].node
+    it = loop.iter
+    while isinstance(it, ast.Call) and terminal_name(it.func) in ("tqdm",) and it.args:
+        it = it.args[0]
+    if not (isinstance(it, ast.Call) and terminal_name(it.func) in ("range", "trange")):
+        return False  # bounded by a maximum length, not a pass over data
     return not any(
         isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("backward", "step")
         for c in ast.walk(loop)
@@ -1833,7 +1838,12 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         isinstance(node, ast.While) or (isinstance(node, ast.If) and _stops(node.body))
     ):
         return  # `if next_word == eos_idx: break`: the stop test of a decoding loop is the algorithm
-    if isinstance(node, ast.If) and _stops(node.body) and _stop_test_of_a_search(ctx):
+    if (
+        isinstance(node, ast.If)
+        and node.body
+        and isinstance(node.body[-1], (ast.Break, ast.Return))
+        and _stop_test_of_a_search(ctx)
+    ):
         return  # `if is_eos.any(-1).all(): break` in `for _ in range(max_len):`, as above
     places = {accelerator.where(ctx, t) for t in _tensors_in(ctx, test)} or {None}
     if places == {accelerator.CPU} or accelerator.in_cpu_branch(ctx, node):
