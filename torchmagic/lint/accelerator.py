@@ -340,8 +340,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             ):
                 return ACCELERATOR  # `x = x.cuda()`: moved to the accelerator, wherever it was before
             if origin is not None and any(isinstance(x, ast.Name) and x.id == n.id for x in ast.walk(origin)):
-                # `x = x * scale`: where x was before is where it is now
-                earlier = ctx.earlier_origin(n.id)
+                # `x = x * scale`: where x was before is where it is now (`earlier`, above)
                 if (
                     _self_derived(origin, n.id)
                     and (earlier is None or _self_derived(earlier, n.id))

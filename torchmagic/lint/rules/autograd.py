@@ -245,16 +245,14 @@ def _trains_alongside(ctx: Context, node: ast.With) -> bool:
     fn = ctx.frame.node
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    if any(grad_context(ctx, d) in ("no_grad", "inference_mode") for d in fn.decorator_list):
+    if any(_grad_off(ctx, d) for d in fn.decorator_list):
         return False
     todo: list[ast.AST] = list(fn.body)
     while todo:
         n = todo.pop()
         if n is node or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        if isinstance(n, (ast.With, ast.AsyncWith)) and any(
-            grad_context(ctx, i.context_expr) in ("no_grad", "inference_mode") for i in n.items
-        ):
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(_grad_off(ctx, i.context_expr) for i in n.items):
             continue
         if isinstance(n, ast.Call) and _is_forward_call(ctx, n):
             return True

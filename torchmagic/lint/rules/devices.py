@@ -421,34 +421,31 @@ def _shipped_constant(ctx: Context, f: ast.AST | None) -> bool:
     """`torch.load(str(Path(__file__).parent) + "/hadamard_tensors.pt")`: a file found beside
     the code itself, named like no checkpoint. A package ships it for every user's machine, CPU
     ones included, so it holds CPU tensors; a checkpoint there (`model.pth`) is still flagged."""
-    parts: list[ast.AST] = []
-    todo = [f] if f is not None else []
-    while todo and len(parts) < 32:
-        n = todo.pop()
-        parts.append(n)
-        for sub in ast.walk(n):
-            if isinstance(sub, ast.Name) and sub is not n and (origin := ctx.origin(sub)) is not None:
-                todo.append(origin)
-        if isinstance(n, ast.Name) and (origin := ctx.origin(n)) is not None:
-            todo.append(origin)
-    names = [sub for p in parts for sub in ast.walk(p)]
-    if not any(isinstance(n, ast.Name) and n.id == "__file__" for n in names):
+    nodes = [sub for part in _path_parts(ctx, f) for sub in ast.walk(part)]
+    if not any(isinstance(n, ast.Name) and n.id == "__file__" for n in nodes):
         return False
-    texts = [n.value for n in names if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    texts = [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     return bool(texts) and not any(_CHECKPOINT_WORDS.search(t) for t in texts)
+
+
+def _path_parts(ctx: Context, f: ast.AST | None) -> list[ast.AST]:
+    """What a load's path is built from, one assignment back: the expression itself and what
+    each name in it was bound to (`best = path + "/ckpt.pth"` -> the load's `best`, then
+    `path + "/ckpt.pth"` and what `path` was bound to)."""
+    if f is None:
+        return []
+    parts = [f]
+    for name in {n.id for n in ast.walk(f) if isinstance(n, ast.Name)}:
+        origin = ctx.origin(ast.Name(id=name, ctx=ast.Load()))
+        if origin is not None:
+            parts.append(origin)
+    return parts
 
 
 def _location_names(ctx: Context, f: ast.AST | None) -> frozenset[str]:
     """The names a load's path is built from, one assignment back (`best = path + "/ckpt.pth"`
     -> {best, path})."""
-    if f is None:
-        return frozenset()
-    out = {n.id for n in ast.walk(f) if isinstance(n, ast.Name)}
-    for name in list(out):
-        origin = ctx.origin(ast.Name(id=name, ctx=ast.Load()))
-        if origin is not None:
-            out |= {n.id for n in ast.walk(origin) if isinstance(n, ast.Name)}
-    return frozenset(out)
+    return frozenset(n.id for part in _path_parts(ctx, f) for n in ast.walk(part) if isinstance(n, ast.Name))
 
 
 def _decide_loads(ctx: Context, files: _Files, tree: ast.Module) -> None:

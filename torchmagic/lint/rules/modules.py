@@ -920,6 +920,16 @@ def _passed_to(holder: ast.AST | None, node: ast.AST) -> TypeGuard[ast.Call]:
     )
 
 
+def _detached(call: ast.Call, copy: _Copy) -> bool:
+    """The copy carries values only, no graph: detached after the `.cpu()` (`x.cpu().data`) or
+    before it (`x.detach().cpu()`, `x.data.cpu()`)."""
+    return copy.detached or any(
+        (isinstance(n, ast.Attribute) and n.attr == "data")
+        or (isinstance(n, ast.Call) and terminal_name(n.func) == "detach")
+        for n in chain_nodes(call.func.value)  # type: ignore[attr-defined]
+    )
+
+
 def _named_copy_for_a_library(ctx: Context, call: ast.Call, copy: _Copy) -> bool:
     """`pwl_copy = pwl.detach().cpu()` then `[linear_sum_assignment(p) for p in pwl_copy]`: a
     detached copy, bound to a name that the method (or a loop over it) hands only to functions
@@ -934,12 +944,7 @@ def _named_copy_for_a_library(ctx: Context, call: ast.Call, copy: _Copy) -> bool
         and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
     ):
         return False
-    detached = copy.detached or any(
-        (isinstance(n, ast.Attribute) and n.attr == "data")
-        or (isinstance(n, ast.Call) and terminal_name(n.func) == "detach")
-        for n in chain_nodes(call.func.value)  # type: ignore[attr-defined]
-    )
-    if not detached:
+    if not _detached(call, copy):
         return False
     parents = parents_of(fn)
     return _only_handed_to_a_library(ctx, fn, holder.targets[0].id, parents, 0)
@@ -985,11 +990,7 @@ def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
     if copy is None or not _passed_to(copy.holder, copy.node):
         return False
     holder, node = copy.holder, copy.node
-    detached = copy.detached or any(
-        (isinstance(n, ast.Attribute) and n.attr == "data")
-        or (isinstance(n, ast.Call) and terminal_name(n.func) == "detach")
-        for n in chain_nodes(call.func.value)  # type: ignore[attr-defined]
-    )
+    detached = _detached(call, copy)
     if (ctx.qualname(holder.func) or "").startswith("numpy."):
         return True
     if not _plain_function(ctx, holder.func):
