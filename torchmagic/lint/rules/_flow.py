@@ -182,10 +182,13 @@ def module_node(ctx: Context) -> ast.AST | None:
     return ctx.stack[0] if ctx.stack and isinstance(ctx.stack[0], ast.Module) else None
 
 
-def _disables_grad(ctx: Context, expr: ast.AST) -> bool:
+def disables_grad(ctx: Context, expr: ast.AST) -> bool:
     """`torch.no_grad()`, `torch.inference_mode()`, and `torch.set_grad_enabled(x)` with any
     argument but a literal True (`set_grad_enabled(phase == "train")` turns it off for eval)."""
-    if isinstance(expr, ast.Call) and ctx.qualname(expr.func) == "torch.set_grad_enabled":
+    if isinstance(expr, ast.Call) and ctx.qualname(expr.func) in (
+        "torch.set_grad_enabled",
+        "torch.autograd.set_grad_enabled",
+    ):
         a = expr.args[0] if expr.args else None
         return not (isinstance(a, ast.Constant) and a.value is True)
     return grad_context(ctx, expr) in ("no_grad", "inference_mode")
@@ -205,12 +208,12 @@ def _grad_off_calls(ctx: Context, mod: ast.AST) -> set[str]:
 
     def visit(node: ast.AST, off: bool) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            off = off or any(_disables_grad(ctx, d) for d in node.decorator_list)
+            off = off or any(disables_grad(ctx, d) for d in node.decorator_list)
             for stmt in node.body:
                 visit(stmt, off)
             return
         if isinstance(node, (ast.With, ast.AsyncWith)):
-            inner = off or any(_disables_grad(ctx, i.context_expr) for i in node.items)
+            inner = off or any(disables_grad(ctx, i.context_expr) for i in node.items)
             for stmt in node.body:
                 visit(stmt, inner)
             return
@@ -249,7 +252,7 @@ def _grad_off_lines(ctx: Context, scope: ast.AST) -> list[int]:
             a = call.args[0] if call.args else None
             off = isinstance(a, ast.Constant) and a.value is False
         elif isinstance(call.func, ast.Attribute) and call.func.attr == "__enter__":
-            off = _disables_grad(ctx, call.func.value)
+            off = disables_grad(ctx, call.func.value)
         if off:
             lines.append(node.lineno)
     return lines
@@ -263,7 +266,7 @@ def grad_disabled_here(ctx: Context, line: int | None = None) -> bool:
         return True
     for node in ctx.stack:
         if isinstance(node, (ast.With, ast.AsyncWith)) and any(
-            _disables_grad(ctx, i.context_expr) for i in node.items
+            disables_grad(ctx, i.context_expr) for i in node.items
         ):
             return True
     if line is None:

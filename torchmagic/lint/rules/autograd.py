@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from ...report import Fix
 from .. import libraries
-from ..context import Context, LoopInfo, grad_context
+from ..context import Context, LoopInfo
 from ..fixes import fix_of
 from ..kinds import (
     DEVICE,
@@ -44,6 +44,7 @@ from ._common import (
 from ._flow import (
     Flow,
     backward_roots,
+    disables_grad,
     flow_of,
     grad_disabled_here,
     is_backward,
@@ -245,14 +246,16 @@ def _trains_alongside(ctx: Context, node: ast.With) -> bool:
     fn = ctx.frame.node
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    if any(_grad_off(ctx, d) for d in fn.decorator_list):
+    if any(disables_grad(ctx, d) for d in fn.decorator_list):
         return False
     todo: list[ast.AST] = list(fn.body)
     while todo:
         n = todo.pop()
         if n is node or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        if isinstance(n, (ast.With, ast.AsyncWith)) and any(_grad_off(ctx, i.context_expr) for i in n.items):
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+            disables_grad(ctx, i.context_expr) for i in n.items
+        ):
             continue
         if isinstance(n, ast.Call) and _is_forward_call(ctx, n):
             return True
@@ -1494,7 +1497,7 @@ def _body_nodes(loop: ast.AST, ctx: Context, guarded: bool = False) -> Iterator[
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While, *(_FN_NODES))):
             continue
         if isinstance(node, (ast.With, ast.AsyncWith)):
-            g = g or any(_grad_off(ctx, i.context_expr) for i in node.items)
+            g = g or any(disables_grad(ctx, i.context_expr) for i in node.items)
         yield node, g
         todo.extend((child, g) for child in reversed(list(ast.iter_child_nodes(node))))
 
@@ -1502,16 +1505,6 @@ def _body_nodes(loop: ast.AST, ctx: Context, guarded: bool = False) -> Iterator[
 _FN_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 # calls in an evaluation loop that may train through a helper the linter cannot see
 _TRAINING_WORDS = ("train", "fit", "backward", "attack", "adversar")
-
-
-def _grad_off(ctx: Context, expr: ast.AST) -> bool:
-    if isinstance(expr, ast.Call) and ctx.qualname(expr.func) in (
-        "torch.set_grad_enabled",
-        "torch.autograd.set_grad_enabled",
-    ):
-        a = expr.args[0] if expr.args else None
-        return not (isinstance(a, ast.Constant) and a.value is True)
-    return grad_context(ctx, expr) in ("no_grad", "inference_mode")
 
 
 def _calls_backward(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
@@ -1618,7 +1611,7 @@ def _fn_summary(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dic
 
 
 def _summarise(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]] | None:
-    if any(_grad_off(ctx, d) for d in fn.decorator_list) or _calls_backward(ctx, fn):
+    if any(disables_grad(ctx, d) for d in fn.decorator_list) or _calls_backward(ctx, fn):
         return None
     calls: list[str] = []
     for sub, guarded in _body_nodes(ast.For(body=fn.body, orelse=[]), ctx):
