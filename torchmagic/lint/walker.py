@@ -121,6 +121,47 @@ def steps_itself(loop: ast.AST) -> bool:
     return False
 
 
+_COUNT_CALLS = frozenset({"range", "arange"})
+
+
+def _counts(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """A parameter the function uses as a Python count and never as a tensor: a bound of
+    `range()`/`torch.arange()` (`torch.arange(j - i, j)`) or compared with a `len()`
+    (`assert 0 < unet_number <= len(self.unets)`), with no attribute, method or subscript
+    of its own (`x.shape`, `x[0]`). Forward parameters are tensors unless the body says so."""
+    counted = False
+    for sub in ast.walk(fn):
+        if isinstance(sub, (ast.Attribute, ast.Subscript)) and _is_name(sub.value, name):
+            return False
+        if counted:
+            continue
+        if isinstance(sub, ast.Call):
+            f = sub.func
+            callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if callee in _COUNT_CALLS and any(_mentions(arg, name) for arg in sub.args):
+                counted = True
+        elif isinstance(sub, ast.Compare):
+            parts = [sub.left, *sub.comparators]
+            if any(_is_name(p, name) for p in parts) and any(
+                isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "len" for p in parts
+            ):
+                counted = True
+    return counted
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _mentions(expr: ast.AST, name: str) -> bool:
+    """`name` itself or arithmetic on it (`j - i`)."""
+    if isinstance(expr, ast.BinOp):
+        return _mentions(expr.left, name) or _mentions(expr.right, name)
+    if isinstance(expr, ast.UnaryOp):
+        return _mentions(expr.operand, name)
+    return _is_name(expr, name)
+
+
 class Walker:
     """Walks one tree once, keeping `Context` current and dispatching to subscribed rules."""
 
@@ -330,7 +371,7 @@ class Walker:
                 and not (i == 0 and a.arg == "self")
             ):
                 if default is None or (isinstance(default, ast.Constant) and default.value is None):
-                    kind = TENSOR
+                    kind = NUMBER if _counts(node, a.arg) else TENSOR
                 else:
                     kind = self.ctx.kind(default)
             elif isinstance(default, ast.Constant) and self.ctx.kind(default) == NUMBER:
