@@ -120,10 +120,11 @@ RULES = [
             `model.load_state_dict(torch.load(path + "/checkpoint.pth"))`); a file found beside the code itself and
             named like no checkpoint (`torch.load(Path(__file__).parent / "hadamard_tensors.pt")`): a package ships it
             for every user's machine, CPU ones included (a checkpoint there, `"pretrained_weights.pth"`, is still
-            flagged); a data file, named like a dataset, corpus or
-            vocabulary and not like a checkpoint (`torch.load(opt.data)`, `torch.load("vocab.pt")`, also through a name built
-            by formatting: `fn = "corpus.{}.data".format(digest)`), which preprocessing
-            writes from the CPU; code that cannot run without a GPU and leaves everything on the default GPU. Checkpoints
+            flagged); a data file, named like a dataset, corpus, vocabulary, split, metadata or
+            features and not like a checkpoint (`torch.load(opt.data)`, `torch.load("vocab.pt")`, also through a name built
+            by formatting: `fn = "corpus.{}.data".format(digest)`, or the literal file name a joined path ends with:
+            `torch.load(osp.join(root, "split_dict.pt"))`), which preprocessing or a dataset download
+            writes from the CPU (`osp.join(run_dir, "model_best.pt")` is still flagged); code that cannot run without a GPU and leaves everything on the default GPU. Checkpoints
             written from a GPU by code that can also run on the CPU, and files from elsewhere, are flagged
             """,
         autofix="""

@@ -391,7 +391,7 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
     )
 
 
-_DATA_WORDS = re.compile(r"data|corpus|vocab", re.IGNORECASE)
+_DATA_WORDS = re.compile(r"data|corpus|vocab|split|meta|feature", re.IGNORECASE)
 _CHECKPOINT_WORDS = re.compile(
     r"ckpt|checkpoint|model|weight|state|net|best|epoch|resume|param", re.IGNORECASE
 )
@@ -406,6 +406,8 @@ def _names_a_data_file(ctx: Context, f: ast.AST | None) -> bool:
     template = _name_template(_file_node(ctx, f))
     if template is not None:  # `fn = "corpus.{}.data".format(digest)`: the fixed part names it
         f = ast.Constant(template)
+    if isinstance(f, (ast.Call, ast.BinOp)) and (last := _last_component(f)) is not None:
+        f = last  # `osp.join(self.root, "split_dict.pt")`: the file's own name says what it holds
     if isinstance(f, ast.Name):
         word = f.id
     elif isinstance(f, ast.Attribute):
@@ -415,6 +417,15 @@ def _names_a_data_file(ctx: Context, f: ast.AST | None) -> bool:
     else:
         return False
     return bool(_DATA_WORDS.search(word)) and not _CHECKPOINT_WORDS.search(word)
+
+
+def _last_component(path: ast.Call | ast.BinOp) -> ast.Constant | None:
+    """The literal file name a joined path ends with: `os.path.join(d, "meta.pt")`,
+    `root / "split_dict.pt"`, `folder + "/vocab.pkl"`; None when the end is not a literal."""
+    end = path.args[-1] if isinstance(path, ast.Call) and path.args else getattr(path, "right", None)
+    if isinstance(path, ast.Call) and terminal_name(path.func) not in ("join", "Path"):
+        return None
+    return end if isinstance(end, ast.Constant) and isinstance(end.value, str) else None
 
 
 def _shipped_constant(ctx: Context, f: ast.AST | None) -> bool:
