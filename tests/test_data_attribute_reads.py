@@ -162,3 +162,27 @@ def test_writes_through_a_row_and_through_a_writing_helper_get_the_write_fix() -
     assert "writes the tensor" in row.message and "no_grad" in row.hint and ".detach()" not in row.hint
     assert "passes `.data` to `swap_rows_`, which writes it in place" in helper.message
     assert "already runs under `no_grad`" in helper.hint and "swap_rows_(self.affine, ...)" in helper.hint
+
+
+def test_a_write_to_a_lazy_layer_is_reported_as_lost_not_as_a_write_to_redo_with_nn_init() -> None:
+    # nn.init on an UninitializedParameter raises, and the `.data` write is dropped when the
+    # layer materialises: check both facts on the real torch, then what the finding says
+    lazy = nn.LazyLinear(1)
+    lazy.weight.data.fill_(0.0)
+    lazy(torch.randn(2, 3))
+    assert bool((lazy.weight != 0).any())
+    with pytest.raises(ValueError):
+        nn.init.zeros_(nn.LazyLinear(1).weight)
+    code = (
+        "import torch.nn as nn\n"
+        "class Reg(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.net = nn.LazyLinear(1)\n"
+        "        self.net.weight.data.normal_(0, 0.01)\n"
+        "        self.head = nn.Linear(4, 1)\n"
+        "        self.head.weight.data.normal_(0, 0.01)\n"
+    )
+    lazy_f, eager_f = tm403(code)
+    assert lazy_f.line == 6 and "this write is lost" in lazy_f.message and "nn.init" not in lazy_f.hint
+    assert eager_f.line == 8 and "nn.init.normal_" in eager_f.hint

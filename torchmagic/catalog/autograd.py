@@ -110,7 +110,10 @@ RULES = [
             seen by the version counter, so wrong gradients are computed silently instead of raising.
             Shape changes through it (`resize_`, `set_`, `t_`, `unsqueeze_`) only change a detached
             alias: the tensor itself keeps its old shape on current PyTorch. `loss.data[0]` indexes a
-            0-dim tensor and raises since PyTorch 0.4.
+            0-dim tensor and raises since PyTorch 0.4. A write to a lazy layer's parameter before its
+            first forward pass (`self.net = nn.LazyLinear(1)`, then `self.net.weight.data.normal_(0, 0.01)`)
+            is silently lost when the layer creates the parameter, and `nn.init` refuses it: that finding
+            says so and advises initialising after a first forward pass.
             """,
         example="""
             w = layer.weight.data
@@ -230,6 +233,12 @@ RULES = [
         fix="""
             loss = criterion(model(x), y)
             loss.backward()
+            """,
+        not_flagged="""
+            a tensor computed before the block, with gradients on (`loss = model.training_step(b)`, then
+            `with torch.no_grad(): loss.backward()`; also a loss handed in as an argument of the function
+            holding the block): its graph exists, and the block only keeps the update after it out of the
+            graph
             """,
         overrides=("TM402",),
     ),

@@ -28,7 +28,7 @@ from ..kinds import (
     TENSOR,
     TENSOR_METADATA,
 )
-from ..nodes import block_of, node_text, parents_of, per_node, remember
+from ..nodes import block_of, node_text, parents_of, per_node, remember, terminal_name
 from ..registry import check
 from ._common import (
     call_chain,
@@ -1117,6 +1117,21 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             f" (`{owner} = ...`).",
         )
         return
+    if (
+        method is not None
+        and method.endswith("_")
+        and not method.endswith("__")
+        and _of_a_lazy_module(ctx, owner_node)
+    ):
+        layer = unparse_operand(owner_node.value, 30)  # type: ignore[attr-defined]
+        ctx.flag(
+            node,
+            f"`{owner}.data.{method}(...)` writes a lazy module's parameter before it exists: `{layer}` creates"
+            f" its `{owner_node.attr}` at the first forward pass, and this write is lost.",  # type: ignore[attr-defined]
+            f"Initialise `{layer}` after a first forward pass (a dry run on a sample batch), or give the layer"
+            " its input size so it is not lazy.",
+        )
+        return
     if method is not None and method.endswith("_") and not method.endswith("__"):
         args = _args(call)  # type: ignore[arg-type]
         clean = _args(call, strip=_tensor_reads(ctx, call, owner))  # type: ignore[arg-type]
@@ -1398,11 +1413,57 @@ def backward_under_no_grad(call: ast.Call, ctx: Context) -> None:
         return
     if not isinstance(call.func, ast.Attribute) and ctx.qualname(call.func) != "torch.autograd.backward":
         return
+    target = (
+        call.func.value if isinstance(call.func, ast.Attribute) else (call.args[0] if call.args else None)
+    )
+    if _graph_built_before_grad_off(ctx, target):
+        return
     ctx.flag(
         call,
         f"`{unparse(call, 50)}` runs under `{ctx.grad_mode}`, where no graph is recorded.",
         f"Move the forward pass and `.backward()` out of the `{ctx.grad_mode}` block.",
     )
+
+
+def _of_a_lazy_module(ctx: Context, owner: ast.AST) -> bool:
+    """`self.net.weight` where the same function built `self.net = nn.LazyLinear(1)`: until
+    the first forward pass the parameter is an `UninitializedParameter`, whose `.data` writes
+    are silently dropped and which `nn.init` refuses."""
+    if not isinstance(owner, ast.Attribute) or owner.attr not in ("weight", "bias"):
+        return False
+    layer = node_text(owner.value)
+    scope = ctx.frame.node or module_node(ctx)
+    for sub in walk_scope(scope) if scope is not None else ():
+        if (
+            isinstance(sub, ast.Assign)
+            and isinstance(sub.value, ast.Call)
+            and (terminal_name(sub.value.func) or "").startswith("Lazy")
+            and any(node_text(t) == layer for t in sub.targets)
+        ):
+            return True
+    return False
+
+
+def _graph_built_before_grad_off(ctx: Context, target: ast.AST | None) -> bool:
+    """`loss = model.training_step(batch)`, then `with torch.no_grad(): loss.backward()`: the
+    loss was computed before gradients were switched off, so its graph exists and the backward
+    works (d2l runs its hand-written optimizer step this way). Also a loss handed in as an
+    argument of the function that holds the block."""
+    root = chain_root(target) if target is not None else None
+    if not isinstance(root, ast.Name) or root is not target:
+        return False  # `model(x).sum().backward()`: computed right there, under the switch
+    starts = [
+        node.lineno
+        for node in ctx.stack
+        if isinstance(node, (ast.With, ast.AsyncWith))
+        and any(disables_grad(ctx, i.context_expr) for i in node.items)
+    ]
+    if not starts:
+        return False  # a decorated function: what it computes itself is computed without grad
+    origin = ctx.origin(root)
+    if origin is None:
+        return root.id in ctx.frame.names  # a parameter of the function around the block
+    return getattr(origin, "lineno", starts[0]) < min(starts)
 
 
 # ---- TM408: evaluation loops that record graphs nobody back-propagates ---------------------
