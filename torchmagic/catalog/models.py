@@ -183,7 +183,10 @@ RULES = [
             steps an optimizer itself (MAML's meta-training step): its `no_grad` blocks measure metrics
             on the side, the author's decision, with no caller's choice to override; a method whose every
             `return` hands back Python values (`.tolist()`, `.item()`, `.numpy()`): no graph leaves it, so
-            there is no gradient for a caller to want
+            there is no gradient for a caller to want; a decorated method of the forward path that cuts nothing
+            trained: it runs only submodules the class freezes (`for p in self.target.parameters(): p.requires_grad
+            = False`, BYOL's momentum encoder), or only its parts' generation entry points (`self.semantic.generate(...)`),
+            or, for a helper, runs no layer and returns nothing or only indices (an EMA update, `return topk_indices`)
             """,
         overrides=("TM402",),
     ),

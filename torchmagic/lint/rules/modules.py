@@ -432,10 +432,10 @@ def _is_global_device(ctx: Context, arg: ast.AST) -> bool:
     return False
 
 
-def _class_nodes(ctx: Context) -> list[ast.ClassDef]:
-    """The current class and its bases defined in the same source (nearest first)."""
+def _class_nodes(ctx: Context, start: ast.ClassDef | None = None) -> list[ast.ClassDef]:
+    """The current class (or `start`) and its bases defined in the same source (nearest first)."""
     out: list[ast.ClassDef] = []
-    todo = [ctx.cls.node] if ctx.cls is not None else []
+    todo = [start] if start is not None else [ctx.cls.node] if ctx.cls is not None else []
     while todo and len(out) < 8:
         node = todo.pop(0)
         if any(node is n for n in out):
@@ -1397,6 +1397,8 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
             return
         if _runs_its_own_step(node) or _returns_host_values(node):
             return
+        if _trains_nothing_through(ctx, info.attrs, parent, node):
+            return
         for d in node.decorator_list:
             mode = grad_context(ctx, d)
             if mode in ("no_grad", "inference_mode"):
@@ -1429,6 +1431,42 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
                 f"`with {unparse(item.context_expr)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.",  # type: ignore[union-attr]
                 hint,
             )
+
+
+def _trains_nothing_through(
+    ctx: Context, attrs: dict[str, str | None], cls: ast.ClassDef, fn: ast.FunctionDef | ast.AsyncFunctionDef
+) -> bool:
+    """A decorated method of the forward path that cuts no graph anyone trains through:
+    it runs only submodules' inference entry points (`self.semantic.generate(...)`: a
+    generation pipeline), or it runs no trained layer (none, or only ones the class freezes
+    with `requires_grad = False`: BYOL's momentum encoder) and, for a helper, hands back
+    nothing or only indices (`return topk_indices`), which carry no gradient."""
+    layers, entries = set(), set()
+    for n in own_nodes(fn):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Name) and f.id == "self":
+            return False
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+            if f.attr == "forward" or attrs.get(f.attr) in (MODULE, None):
+                layers.add(f.attr)  # a submodule, or an attribute called like one
+        elif (
+            isinstance(f, ast.Attribute)
+            and _INFERENCE_ENTRY.match(f.attr)
+            and isinstance(f.value, ast.Attribute)
+            and isinstance(f.value.value, ast.Name)
+            and f.value.value.id == "self"
+        ):
+            entries.add(f.value.attr)
+    if not layers and entries:
+        return True
+    if layers:
+        return not layers - _frozen_submodules(ctx, cls)  # frozen: nothing to train through them
+    if fn.name in ("forward", "__call__"):
+        return False
+    returns = [n.value for n in own_nodes(fn) if isinstance(n, ast.Return) and n.value is not None]
+    return all(INTEGER_NAME.search(terminal_name(r) or "") for r in returns)
 
 
 def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
@@ -2313,11 +2351,11 @@ def _submodule_output(ctx: Context, expr: ast.AST) -> str | None:
     return None
 
 
-def _frozen_submodules(ctx: Context) -> set[str]:
+def _frozen_submodules(ctx: Context, start: ast.ClassDef | None = None) -> set[str]:
     """Submodules the class freezes: `self.x.requires_grad_(False)`, or a loop setting
     `p.requires_grad = False` over `self.x.parameters()`."""
     out: set[str] = set()
-    for cls in _class_nodes(ctx):
+    for cls in _class_nodes(ctx, start):
         for sub in ast.walk(cls):
             if switches_grad_off(sub):
                 root = sub.func.value  # type: ignore[attr-defined]
