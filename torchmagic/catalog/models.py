@@ -147,7 +147,10 @@ RULES = [
             `self.train()` after it that puts training mode back on the way out; calls in a method that
             back-propagates or steps an optimizer itself (a whole training step); `self.<part>.eval()` after the
             same method assigned `self.<part>` (a `setUp` or `load` that builds or loads that part: like
-            `__init__`, no caller has set its mode yet)
+            `__init__`, no caller has set its mode yet); `self.<part>.eval()` inside a `no_grad`/`inference_mode`
+            block that runs the same part (`with torch.inference_mode(): self.codec.eval(); ids = self.codec(wave)`):
+            a frozen tool (a tokenizer, a teacher) whose mode is the module's business, since a caller's
+            `model.train()` would turn its dropout or codebook updates back on
             """,
     ),
     Rule(
@@ -186,7 +189,9 @@ RULES = [
             there is no gradient for a caller to want; a decorated method of the forward path that cuts nothing
             trained: it runs only submodules the class freezes (`for p in self.target.parameters(): p.requires_grad
             = False`, BYOL's momentum encoder), or only its parts' generation entry points (`self.semantic.generate(...)`),
-            or, for a helper, runs no layer and returns nothing or only indices (an EMA update, `return topk_indices`)
+            or, for a helper, runs no layer and returns nothing or only indices (an EMA update, `return topk_indices`);
+            a block whose layers are parts it switches to eval itself (`self.codec.eval()`, then `self.codec(wave)`):
+            frozen tools, not layers the module trains
             """,
         overrides=("TM402",),
     ),

@@ -1328,11 +1328,35 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
             return  # `self.eval()` ... `self.train()`: the entry point puts back the mode it left
     if is_sub and fn is not None and _assigned_before(fn, recv, call):
         return  # `self.model = load(...)` then `self.model.eval()`: the starting mode of a new part
+    if is_sub and call.func.attr == "eval" and _runs_it_without_grad(ctx, recv):
+        return  # a frozen tool (a codec, a teacher) the module itself runs: the caller's `train()` must not reach it
     ctx.flag(
         call,
         f"`{unparse(call.func)}()` inside `{ctx.cls.name}.{ctx.method}` switches the mode the caller set.",  # type: ignore[union-attr]
         "Remove it and let the caller call `model.train()` / `model.eval()`.",
     )
+
+
+def _runs_it_without_grad(ctx: Context, recv: ast.Attribute) -> bool:
+    """`with torch.inference_mode(): self.codec.eval(); ids = self.codec(wave)`: the eval
+    switch sits in a grad-off block that runs the same submodule, a tokenizer or teacher the
+    module uses as a fixed tool. Its mode is the module's business: a caller's `model.train()`
+    would put it back into training mode (dropout, codebook updates) on every step.
+    TM104 leaves the block alone for the same reason."""
+    for node in reversed(ctx.stack):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+            grad_context(ctx, i.context_expr) in ("no_grad", "inference_mode") for i in node.items
+        ):
+            return any(
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == recv.attr
+                and isinstance(n.func.value, ast.Name)
+                and n.func.value.id == "self"
+                for stmt in node.body
+                for n in ast.walk(stmt)
+            )
+    return False
 
 
 def _assigned_before(fn: ast.AST, recv: ast.Attribute, call: ast.Call) -> bool:
@@ -1476,6 +1500,7 @@ def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
     weight renormalised with `copy_`) cuts nothing the module trains."""
     body = getattr(block, "body", [])
     attrs = ctx.cls.attrs if ctx.cls is not None else {}
+    tools = _switched_to_eval_in(body)  # frozen tools the block runs in eval mode: nothing to train
     for stmt in body:
         for n in ast.walk(stmt):
             if isinstance(n, ast.Return):
@@ -1490,9 +1515,25 @@ def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
                 and isinstance(f.value, ast.Name)
                 and f.value.id == "self"
                 and (attrs.get(f.attr) == MODULE or f.attr == "forward")
+                and f.attr not in tools
             ):
                 return True
     return False
+
+
+def _switched_to_eval_in(body: list[ast.stmt]) -> set[str]:
+    """`self.codec` for a `self.codec.eval()` statement of the block."""
+    return {
+        n.value.func.value.attr
+        for n in body
+        if isinstance(n, ast.Expr)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Attribute)
+        and n.value.func.attr == "eval"
+        and isinstance(n.value.func.value, ast.Attribute)
+        and isinstance(n.value.func.value.value, ast.Name)
+        and n.value.func.value.value.id == "self"
+    }
 
 
 def _self_attr_target(node: ast.Assign | ast.AnnAssign) -> ast.Attribute | None:
