@@ -41,7 +41,8 @@ RULES = [
             `if step % N: continue`) or when an environment's episode ends (`if done:`, `if d and
             info["lives"][i] == 0:` with `d` over the done flags, `if "episode" in info:`: once per
             episode, as logging every N steps) or run on one iteration (`if i == 0:`, `len(shown) < 5`, a block that
-            ends with `break` or `return` and cannot `continue` first: once per pass, as after the loop);
+            ends with `break` or `return` and cannot `continue` first, or with a `raise` no `try` in the loop catches,
+            `except IndexError: print(h.sum().item()); raise`: once per pass, as after the loop);
             a loop over lists of per-batch results gathered earlier that reads each joined column once
             (`[torch.cat(x, 0).cpu() for x in zip(*stats)]`: the read once after the batch loop);
             reads after the inner batch loop (once per epoch) and in an epoch loop's own body (also a loop that
@@ -84,7 +85,8 @@ RULES = [
             `forward` called through the one name or `self.` attribute holding the module, or a
             function called by name and never passed around); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
             `x.numpy() if not on_gpu else ...`, where the other branch is flagged); a value the
-            host needs to go on: `env.step(a.item())` or `env.step(a.cpu().numpy())` (also through
+            host needs to go on: `env.step(a.item())` or `env.step(a.cpu().numpy())` (also an element of it,
+            `env.step(a.cpu().numpy()[0])`, and through
             a name, `actions = q.argmax(1).cpu().numpy(); env.step(actions)`), an index, a greedy
             token fed back as the next input (`tok = logits.argmax(-1).item()` with
             `torch.tensor([tok])`, `x.new([tok])` or `torch.tensor([ids[-1]])` in the loop), except when the loop

@@ -772,6 +772,9 @@ def _consumer(ctx: Context, call: ast.Call) -> tuple[ast.AST, ast.AST | None]:
         if isinstance(p, ast.Call) and p.args and p.args[0] is node and terminal_name(p.func) in _CONVERSIONS:
             node, i = p, i - 1
             continue
+        if isinstance(p, ast.Subscript) and p.value is node:
+            node, i = p, i - 1  # `a.cpu().numpy()[0]`: an element of the host copy
+            continue
         break
     return node, (stack[i] if i >= 0 else None)
 
@@ -1454,16 +1457,20 @@ _MODEL_STATE = frozenset(
 
 
 def _breaks_after(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
-    """The read sits in a block of the loop that ends with `break` (or `return`): it runs at
-    most once per pass over the loop, like a read after it."""
+    """The read sits in a block of the loop that ends with `break` (or `return`, or a `raise`
+    no `try` of the loop catches: `except: print(t); raise ValueError`): it runs at most once
+    per pass over the loop, like a read after it."""
     stack = [*ctx.stack, call]
     start = next((i for i, n in enumerate(stack) if n is loop), None)
     if start is None:
         return False
+    caught = any(
+        isinstance(n, ast.Try) and any(stack[i + 1] is b for b in n.body)
+        for i, n in enumerate(stack[start:-1], start)
+    )
+    ends = (ast.Break, ast.Return) if caught else (ast.Break, ast.Return, ast.Raise)
     return any(
-        isinstance(block[-1], (ast.Break, ast.Return))
-        and k < len(block) - 1
-        and not any(_continues(s) for s in block[k:])
+        isinstance(block[-1], ends) and k < len(block) - 1 and not any(_continues(s) for s in block[k:])
         for _, block, k in enclosing_blocks(stack, start)
     )
 
