@@ -64,7 +64,9 @@ RULES = [
             the loader, `train_loader, _ = prepare_dataset()`); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
             in the file, notebook or kernel; in a notebook, a cell's top-level code only counts the moves of that
             cell and the cells before it, which ran first, while code in its functions counts every cell's, since a
-            later cell may call them; a device named on the command line, `torch.device(args.device)`, is a path; the device of another
+            later cell may call them; a device named on the command line, `torch.device(args.device)`, is a path; a
+            parameter whose default is the CPU, `def make_data(n, device="cpu")`, is not when every call of the
+            function in the source leaves the default or passes a CPU device, a literal or a name only ever bound to one; the device of another
             tensor, `torch.zeros(1, device=values.device)` or `.to(rewards.device)`, is not: it moves nothing); a walk over
             a model's parameters, buffers or state dict in no other loop that runs once per run (at the top level, or in a
             module-level function only called from the top level outside loops, such as `main()`): printing the trained

@@ -138,12 +138,57 @@ def is_accelerator_target(ctx: Context, target: ast.AST | None) -> bool:
         live = live_device_type(ctx, target.id)
         if live is not None:
             return live != CPU
+        if _cpu_parameter(ctx, target.id):
+            return False
         return _device_like(target)
     if isinstance(target, ast.Attribute):
         return target.attr not in ("dtype",) and (_device_like(target) or target.attr == "device")
     if isinstance(target, ast.IfExp):
         return is_accelerator_target(ctx, target.body) or is_accelerator_target(ctx, target.orelse)
     return False
+
+
+def _cpu_parameter(ctx: Context, name: str) -> bool:
+    """`def make_data(n, device="cpu")`, every call of which in this source leaves the default
+    or passes a CPU device (a literal, or a name only ever bound to one: `device = "cpu"`)."""
+    fn = next(
+        (n for n in reversed(ctx.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None
+    )
+    if fn is None or ctx.stack[0] is fn:
+        return False
+    args = [*fn.args.posonlyargs, *fn.args.args]
+    defaults = dict(zip([a.arg for a in args[len(args) - len(fn.args.defaults) :]], fn.args.defaults))
+    defaults.update({a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None})
+    if device_type_of_literal(defaults.get(name)) != CPU:
+        return False
+    position = next((i for i, a in enumerate(args) if a.arg == name), None)
+    tree = ctx.stack[0]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and terminal_name(n.func) == fn.name]
+    if not calls:
+        return False
+    for call in calls:
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return False
+        given = keyword(call, name) or (
+            call.args[position] if position is not None and position < len(call.args) else None
+        )
+        if given is not None and not _only_cpu(tree, given):
+            return False
+    return True
+
+
+def _only_cpu(tree: ast.AST, value: ast.AST) -> bool:
+    """A CPU literal, or a name every assignment in `tree` binds to one."""
+    if device_type_of_literal(value) == CPU:
+        return True
+    if not isinstance(value, ast.Name):
+        return False
+    bound = [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)
+    ]
+    return bool(bound) and all(device_type_of_literal(b) == CPU for b in bound)
 
 
 def moves_to_accelerator(ctx: Context, call: ast.Call) -> bool:
