@@ -83,7 +83,7 @@ RULES = [
             `.to(x.device)`, `.to(x.dtype)`, `.to(self.weight.device)`, `.to(other)` where the argument derives from a tensor;
             moves to a device the caller chose: `x.to(self.device)` / `.cuda(self.gpu_id)` where the attribute is set from a
             constructor argument or read off the module's own tensors (pipeline shards, a `device` property), `.to(device)` with
-            `device` a parameter; modules in code that uses `torch.distributed.rpc` (`RRef`, `to_here`, `rpc_sync`), which must
+            `device` a parameter or a local (also read in a lambda of the method: `map(lambda t: t.to(device), embeds)`); modules in code that uses `torch.distributed.rpc` (`RRef`, `to_here`, `rpc_sync`), which must
             hand CPU tensors back over RPC and place each remote shard on its worker's device; model parallel classes that
             place their submodules on two or more devices (`self.a = ....to("cuda:0")`, `self.b = ....to("cuda:1")`), where
             moving activations between the parts is the point; `.cuda()` and CUDA literals in code that runs on CUDA only

@@ -420,8 +420,8 @@ def _is_global_device(ctx: Context, arg: ast.AST) -> bool:
     """A device the module fixes itself: a module-level name (not a local, not a parameter), or
     `self.<...device...>` set in the class from a literal or a global (not from the caller)."""
     if isinstance(arg, ast.Name):
-        if arg.id in ctx.frame.names:
-            return False
+        if any(arg.id in f.names for f in ctx.frames[1:]):
+            return False  # a local or parameter, also of a function around a lambda (`map(lambda t: t.to(device), ...)`)
         kind = ctx.lookup(arg.id)
         return kind not in TENSOR_KINDS and kind != DTYPE and kind != MODULE
     if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self":
