@@ -40,7 +40,8 @@ RULES = [
             meeting another tensor (`torch.tensor([c.shape[-1] for c in crops])` whose group ends slice
             the list `crops`): on the CPU that is free, on the device each read would wait. A 0-dim
             tensor built from a Python number handed straight to an operation or a function
-            (`f(x, torch.tensor(y_th))` with `y_th=10.0`): PyTorch takes it as a scalar next to a
+            (`f(x, torch.tensor(y_th))` with `y_th=10.0`, or from arithmetic on numbers,
+            `x * torch.tensor(self.dim**0.5, dtype=x.dtype)`): PyTorch takes it as a scalar next to a
             tensor on any device (one appended to a list or joined by `torch.stack`/`torch.cat`
             still is flagged: joining needs one device). The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
             for zeros/ones/empty/full/rand/randn/randint, `device=` for the rest (`arange`, `eye`,

@@ -757,6 +757,14 @@ def scalar_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
     arg = node.args[0]
     if isinstance(arg, (ast.Constant, ast.UnaryOp)):
         return True
+    if isinstance(arg, ast.BinOp):  # `torch.tensor(cfg.n_embd**0.5)`: arithmetic on a number
+        parts = (arg.left, arg.right)
+        return not any(ctx.is_tensor(p) for p in parts) and any(
+            isinstance(p, ast.Constant)
+            and isinstance(p.value, (int, float))
+            and not isinstance(p.value, bool)
+            for p in parts
+        )
     return isinstance(arg, ast.Name) and ctx.kind(arg) == NUMBER  # `torch.tensor(y_th)`, y_th=10.0
 
 
