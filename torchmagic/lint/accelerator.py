@@ -156,13 +156,16 @@ def _cpu_parameter(ctx: Context, name: str) -> bool:
     )
     if fn is None or ctx.stack[0] is fn:
         return False
+    return remember(fn, f"cpu_parameter:{name}", lambda: _cpu_parameter_of(ctx.stack[0], fn, name))
+
+
+def _cpu_parameter_of(tree: ast.AST, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
     args = [*fn.args.posonlyargs, *fn.args.args]
     defaults = dict(zip([a.arg for a in args[len(args) - len(fn.args.defaults) :]], fn.args.defaults))
     defaults.update({a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None})
     if device_type_of_literal(defaults.get(name)) != CPU:
         return False
     position = next((i for i, a in enumerate(args) if a.arg == name), None)
-    tree = ctx.stack[0]
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and terminal_name(n.func) == fn.name]
     if not calls:
         return False
