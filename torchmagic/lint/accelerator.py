@@ -29,6 +29,7 @@ from .nodes import (
     keyword,
     move_target,
     own_nodes,
+    parameter_default,
     parameters,
     parents_of,
     per_node,
@@ -160,11 +161,9 @@ def _cpu_parameter(ctx: Context, name: str) -> bool:
 
 
 def _cpu_parameter_of(tree: ast.AST, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
-    args = [*fn.args.posonlyargs, *fn.args.args]
-    defaults = dict(zip([a.arg for a in args[len(args) - len(fn.args.defaults) :]], fn.args.defaults))
-    defaults.update({a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None})
-    if device_type_of_literal(defaults.get(name)) != CPU:
+    if device_type_of_literal(parameter_default(fn, name)) != CPU:
         return False
+    args = [*fn.args.posonlyargs, *fn.args.args]
     position = next((i for i, a in enumerate(args) if a.arg == name), None)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and terminal_name(n.func) == fn.name]
     if not calls:

@@ -118,6 +118,11 @@ def own_nodes(scope: ast.AST) -> list[ast.AST]:
     return out
 
 
+def is_name(node: ast.AST | None, name: str) -> bool:
+    """`node` is the plain name `name`."""
+    return isinstance(node, ast.Name) and node.id == name
+
+
 def parameters(func: ast.AST) -> set[str]:
     """The names a function (or lambda) takes as arguments."""
     args = getattr(func, "args", None)

@@ -29,7 +29,7 @@ from .kinds import (
     classify_class,
     is_class,
 )
-from .nodes import terminal_name
+from .nodes import is_name, terminal_name
 
 if TYPE_CHECKING:
     from .registry import StaticCheck
@@ -131,7 +131,7 @@ def _counts(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
     of its own (`x.shape`, `x[0]`). Forward parameters are tensors unless the body says so."""
     counted = False
     for sub in ast.walk(fn):
-        if isinstance(sub, (ast.Attribute, ast.Subscript)) and _is_name(sub.value, name):
+        if isinstance(sub, (ast.Attribute, ast.Subscript)) and is_name(sub.value, name):
             return False
         if counted:
             continue
@@ -142,15 +142,11 @@ def _counts(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
                 counted = True
         elif isinstance(sub, ast.Compare):
             parts = [sub.left, *sub.comparators]
-            if any(_is_name(p, name) for p in parts) and any(
+            if any(is_name(p, name) for p in parts) and any(
                 isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "len" for p in parts
             ):
                 counted = True
     return counted
-
-
-def _is_name(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
 
 
 def _mentions(expr: ast.AST, name: str) -> bool:
@@ -159,7 +155,7 @@ def _mentions(expr: ast.AST, name: str) -> bool:
         return _mentions(expr.left, name) or _mentions(expr.right, name)
     if isinstance(expr, ast.UnaryOp):
         return _mentions(expr.operand, name)
-    return _is_name(expr, name)
+    return is_name(expr, name)
 
 
 class Walker:

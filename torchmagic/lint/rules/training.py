@@ -7,6 +7,7 @@ import ast
 from ..context import Context, LoopInfo
 from ..fixes import fix_of
 from ..kinds import OPTIMIZER, SCHEDULER
+from ..nodes import is_name
 from ..registry import check
 from ._common import name_like, unparse, unparse_operand
 
@@ -187,10 +188,6 @@ def _loop_from_zero(ctx: Context) -> tuple[ast.For, str, int] | None:
     return None
 
 
-def _is_name(node: ast.AST | None, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
-
-
 @check("TM503", calls={"step"})
 def scheduler_epoch_arg(call: ast.Call, ctx: Context) -> None:
     arg = _epoch_argument(call)
@@ -213,7 +210,7 @@ def scheduler_epoch_arg(call: ast.Call, ctx: Context) -> None:
             last
             and isinstance(arg, ast.BinOp)
             and isinstance(arg.op, ast.Add)
-            and _is_name(arg.left, var)
+            and is_name(arg.left, var)
             and isinstance(arg.right, ast.Constant)
             and arg.right.value == 1
         ):
@@ -227,7 +224,7 @@ def scheduler_epoch_arg(call: ast.Call, ctx: Context) -> None:
                 fix=fix_of("Drop the epoch argument", [ctx.edits.between(call.func, call, "()")], "unsafe"),
             )
             return
-        if _is_name(arg, var) and not last:
+        if is_name(arg, var) and not last:
             ctx.flag(
                 call,
                 message,
