@@ -1348,11 +1348,7 @@ def _runs_it_without_grad(ctx: Context, recv: ast.Attribute) -> bool:
             grad_context(ctx, i.context_expr) in ("no_grad", "inference_mode") for i in node.items
         ):
             return any(
-                isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute)
-                and n.func.attr == recv.attr
-                and isinstance(n.func.value, ast.Name)
-                and n.func.value.id == "self"
+                isinstance(n, ast.Call) and _self_attr_name(n.func) == recv.attr
                 for stmt in node.body
                 for n in ast.walk(stmt)
             )
@@ -1472,17 +1468,15 @@ def _trains_nothing_through(
         f = n.func
         if isinstance(f, ast.Name) and f.id == "self":
             return False
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
-            if f.attr == "forward" or attrs.get(f.attr) in (MODULE, None):
-                layers.add(f.attr)  # a submodule, or an attribute called like one
+        if (attr := _self_attr_name(f)) is not None:
+            if attr == "forward" or attrs.get(attr) in (MODULE, None):
+                layers.add(attr)  # a submodule, or an attribute called like one
         elif (
             isinstance(f, ast.Attribute)
             and _INFERENCE_ENTRY.match(f.attr)
-            and isinstance(f.value, ast.Attribute)
-            and isinstance(f.value.value, ast.Name)
-            and f.value.value.id == "self"
+            and (part := _self_attr_name(f.value))
         ):
-            entries.add(f.value.attr)
+            entries.add(part)
     if not layers and entries:
         return True
     if layers:
@@ -1510,29 +1504,21 @@ def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
             f = n.func
             if isinstance(f, ast.Name) and f.id == "self":
                 return True
-            if (
-                isinstance(f, ast.Attribute)
-                and isinstance(f.value, ast.Name)
-                and f.value.id == "self"
-                and (attrs.get(f.attr) == MODULE or f.attr == "forward")
-                and f.attr not in tools
-            ):
+            attr = _self_attr_name(f)
+            if attr is not None and (attrs.get(attr) == MODULE or attr == "forward") and attr not in tools:
                 return True
     return False
 
 
 def _switched_to_eval_in(body: list[ast.stmt]) -> set[str]:
     """`self.codec` for a `self.codec.eval()` statement of the block."""
+    calls = [n.value.func for n in body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)]
     return {
-        n.value.func.value.attr
-        for n in body
-        if isinstance(n, ast.Expr)
-        and isinstance(n.value, ast.Call)
-        and isinstance(n.value.func, ast.Attribute)
-        and n.value.func.attr == "eval"
-        and isinstance(n.value.func.value, ast.Attribute)
-        and isinstance(n.value.func.value.value, ast.Name)
-        and n.value.func.value.value.id == "self"
+        name
+        for f in calls
+        if isinstance(f, ast.Attribute)
+        and f.attr == "eval"
+        and (name := _self_attr_name(f.value)) is not None
     }
 
 
@@ -1850,13 +1836,15 @@ def _stores(cls: ast.ClassDef, attr: str) -> list[ast.Assign | ast.AnnAssign]:
     return out  # type: ignore[return-value]
 
 
+def _self_attr_name(node: ast.AST) -> str | None:
+    """`X` for `self.X`; None for anything else."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
 def _is_self_attr(node: ast.AST, attr: str) -> bool:
-    return (
-        isinstance(node, ast.Attribute)
-        and node.attr == attr
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
-    )
+    return _self_attr_name(node) == attr
 
 
 def _good_key(key: ast.AST | None) -> bool:
