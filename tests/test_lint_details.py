@@ -111,6 +111,27 @@ def test_TM301_a_read_that_decides_an_early_stop_is_info() -> None:
     assert only(equal, "TM301").severity == "warning"
 
 
+def test_TM301_a_read_that_decides_a_convergence_stop_is_info() -> None:
+    code = (
+        "import torch\n"
+        "a = a.cuda()\n"
+        "estimate = None\n"
+        "for _ in range(steps):\n"
+        "    w = a @ v\n"
+        "    current = torch.dot(w, v).item()\n"
+        "    v = w / w.norm()\n"
+        "    if estimate is not None and abs(estimate - current) / abs(estimate) < tol:\n"
+        "        break\n"
+        "    estimate = current\n"
+    )
+    f = only(code, "TM301")
+    assert (f.line, f.severity) == (6, "info")
+    assert "check the value" in f.message
+    # a change that is only logged, with no stop, is a plain per-step wait
+    logged = code.replace("        break\n", "        history.append(current)\n")
+    assert only(logged, "TM301").severity == "warning"
+
+
 def test_TM403_indexing_a_full_reduction_says_it_raises() -> None:
     head = "import torch\nx = torch.randn(4, 3, requires_grad=True)\n"
     f = only(head + "print(torch.sum(x * 2).data[0])\n", "TM403")

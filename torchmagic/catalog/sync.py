@@ -15,7 +15,8 @@ RULES = [
             (the first read; later reads of the same tensor in the iteration wait for nothing new
             until it is rebound). A read whose value feeds a guard that stops the run
             (`v = loss.item()` then `if not math.isfinite(v): sys.exit(1)`) or the loop (early
-            stopping: `if kl > 1.5 * target_kl: break`) is reported as info: the
+            stopping: `if kl > 1.5 * target_kl: break`, or a convergence test on its change:
+            `if abs(prev - value) / abs(prev) < tol: break`) is reported as info: the
             wait is deliberate, and only worth removing if the guard can run every N steps. The
             runtime probe (TM303) measures what such waits cost when the cell runs.
             """,
@@ -91,7 +92,11 @@ RULES = [
             `env.step(a.cpu().numpy()[0])`, and through
             a name, `actions = q.argmax(1).cpu().numpy(); env.step(actions)`), an index, a greedy
             token fed back as the next input (`tok = logits.argmax(-1).item()` with
-            `torch.tensor([tok])`, `x.new([tok])` or `torch.tensor([ids[-1]])` in the loop), except when the loop
+            `torch.tensor([tok])`, `x.new([tok])` or `torch.tensor([ids[-1]])` in the loop), a result told
+            back with its candidate to the object that proposes the next one (`config =
+            searcher.suggest()` ... `searcher.update(config, float(error.cpu()))`), a copy to the host
+            under a switch that asks for offloading (`if cpu_offload: shard = shard.cpu()`: each
+            tensor leaves device memory as soon as it is ready, which is the point), except when the loop
             walks a tensor's elements (`[vocab[i.item()] for i in ids]`: one `.tolist()` would do);
             an id the host files results under (`{t["image_id"].item(): out for ...}`,
             `f"{idx.item():06d}.png"`, also through a name: a key of a dict display or
@@ -112,7 +117,10 @@ RULES = [
             to go round;
             a second read of a tensor already read earlier in the same iteration; reads in a loop
             over the parts of one step (a dict's items, such as a logger's `for k, v in
-            kwargs.items(): if isinstance(v, torch.Tensor): v = v.item()`) that reads tensors which
+            kwargs.items(): if isinstance(v, torch.Tensor): v = v.item()`, a walk over parameters
+            that yields `p.grad.cpu().numpy()` when `p.grad is not None`, or a comprehension over a
+            list of stored activations, `[a.cpu().numpy() for a in self.activations]`, or over a
+            model's state, `{k: v.detach().cpu() for k, v in model.state_dict().items()}`) that reads tensors which
             already exist and queues no GPU work: the first read drains the queue and the others
             wait for nothing (a read that computes, `v.float().mean().item()`, is still flagged); a read after
             another read earlier in the same statement that computes nothing itself (`if pred.item()
@@ -167,6 +175,11 @@ RULES = [
             after log lines at most: an opt-in safety check only the host can act on; still flagged
             in a function handed to `register_hook`, which runs on every backward), or only returns
             a Python bool from a function declared `-> bool` (its callers need the answer on the host);
+            a conditional expression, in no loop of its function, that returns one of Python
+            constants (`return "positive" if label == 1 else "negative"`: the function's answer is
+            a host value, picked once per call); a test on tensors that the statement just before
+            printed or copied to the host (`print(f"{err:.2e}")` then `assert err < 1e-4`: that
+            statement waited, and the test finds the queue empty);
             tests on `.shape`, `.dim()`, `.numel()`, `len()`, `is None`, `== None`/`!= None` (a
             tensor compared with None answers a Python bool without reading data), Python numbers
             (also a `forward` parameter the body uses only as a count, a `range()`/`torch.arange()`

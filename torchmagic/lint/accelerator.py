@@ -304,6 +304,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 if dev is None:
                     return None if ctx.default_device_set else CPU
                 return ACCELERATOR if is_accelerator_target(ctx, dev) else CPU
+            if _reads_a_file(ctx, n):
+                return CPU
             if isinstance(func, ast.Attribute) and not q.startswith("torch."):
                 if func.attr in _TO_HOST or func.attr in TENSOR_METADATA:
                     return CPU  # `x.size(0)`: a Python number, on the host
@@ -411,6 +413,15 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             continue
         return None
     return None
+
+
+def _reads_a_file(ctx: Context, call: ast.Call) -> bool:
+    """`read_xyz(path)`, `io.read_image(path)`, `pd.read_csv(path)`: a reader function, given
+    no device, returns what it read in host memory."""
+    name = terminal_name(call.func) or ""
+    if not name.startswith("read_") or keyword(call, "device") is not None or has_kwargs_splat(call):
+        return False
+    return not (isinstance(call.func, ast.Attribute) and ctx.is_tensor(call.func.value))
 
 
 def batches_stay_on_host(ctx: Context, loop: ast.AST, roots: set[str]) -> bool:
@@ -559,10 +570,13 @@ def _computes_on_host_copies(ctx: Context, call: ast.Call, depth: int) -> bool:
 
 def _unpacked_from_host_copies(ctx: Context, node: ast.Name) -> bool:
     """`loss, eer = model.loss(embeds_loss)` (the last unpacking of the name before the read)
-    where the call computes on values copied to the CPU (`_computes_on_host_copies`)."""
+    where the call computes on values copied to the CPU (`_computes_on_host_copies`), or
+    `species, coords, cell = read_xyz(path)`: what a reader returns."""
     last = ctx.last_unpacking(node)
     return (
-        last is not None and isinstance(last.value, ast.Call) and _computes_on_host_copies(ctx, last.value, 0)
+        last is not None
+        and isinstance(last.value, ast.Call)
+        and (_computes_on_host_copies(ctx, last.value, 0) or _reads_a_file(ctx, last.value))
     )
 
 

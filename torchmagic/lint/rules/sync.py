@@ -748,7 +748,7 @@ def _is_epoch_loop(loop: ast.AST) -> bool:
 
 _HOST_CONSUMERS = frozenset({"step", "range", "randint", "choice", "sample"})
 # conversions between the read and its use: `a.cpu().numpy()`, `int(y.argmax().item())`
-_CONVERSIONS = frozenset({"int", "float", "bool", "list", "tuple", "array", "asarray", "squeeze"})
+_CONVERSIONS = frozenset({"int", "float", "bool", "list", "tuple", "array", "asarray", "squeeze", "numpy"})
 # constructors that bring a host value back to a tensor (the next decoding step's input)
 _TO_TENSOR = frozenset(
     {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.Tensor", "torch.FloatTensor"}
@@ -810,7 +810,7 @@ def _fed_back(ctx: Context, loop: ast.AST, name: str, appended: bool) -> bool:
             args = [*sub.args, *(k.value for k in sub.keywords)]
             if not any(isinstance(n, ast.Name) and n.id == current for a in args for n in ast.walk(a)):
                 continue
-            if terminal_name(sub.func) in _HOST_CONSUMERS:
+            if terminal_name(sub.func) in _HOST_CONSUMERS or _tells_its_proposer(loop, sub):
                 return True
             if _builds_tensor(ctx, sub.func):
                 direct = not is_list and any(isinstance(a, ast.Name) and a.id == current for a in args)
@@ -826,6 +826,30 @@ def _fed_back(ctx: Context, loop: ast.AST, name: str, appended: bool) -> bool:
             ):
                 seen.add(holder.id)
                 names.append((holder.id, True))
+    return False
+
+
+def _tells_its_proposer(loop: ast.AST, call: ast.Call) -> bool:
+    """`searcher.update(config, error)` where the iteration began with `config =
+    searcher.suggest()`: an ask/tell search that hands each result back, with its candidate, to
+    the object that proposes the next one; the host has to have the value before going on."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    receiver = ast.unparse(func.value)
+    passed = {a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)}
+    for sub in ast.walk(loop):
+        if (
+            isinstance(sub, ast.Assign)
+            and len(sub.targets) == 1
+            and isinstance(sub.targets[0], ast.Name)
+            and sub.targets[0].id in passed
+            and isinstance(sub.value, ast.Call)
+            and isinstance(sub.value.func, ast.Attribute)
+            and sub.value.func.attr != func.attr
+            and ast.unparse(sub.value.func.value) == receiver
+        ):
+            return True
     return False
 
 
@@ -1173,13 +1197,21 @@ def _queues_no_gpu_work(ctx: Context, node: ast.AST, host: set[str]) -> bool:
     read_out: set[int] = set()
     callees: set[int] = set()
     for n in ast.walk(node):
-        if isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim", "dtype", "device"):
+        if isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim", "dtype", "device", "requires_grad"):
             read_out.update(id(x) for x in ast.walk(n))
         if isinstance(n, ast.Compare) and all(
             isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in n.ops
         ):
-            # `ids is not None and i in ids`: which iterations, decided on the host
-            read_out.update(id(x) for x in (n.left, *n.comparators) if isinstance(x, ast.Name))
+            # `ids is not None and i in ids`, `p.grad is not None`: decided on the host
+            read_out.update(
+                id(y)
+                for x in (n.left, *n.comparators)
+                if isinstance(x, (ast.Name, ast.Attribute))
+                for y in ast.walk(x)
+            )
+        if isinstance(n, ast.FormattedValue) and isinstance(n.value, (ast.Name, ast.Attribute)):
+            # `f"{module_name}.{name}"`: formatting reads a value out, it queues no GPU work
+            read_out.update(id(x) for x in ast.walk(n.value))
         if not isinstance(n, ast.Call):
             continue
         f = n.func
@@ -1248,6 +1280,8 @@ def _loop_queues_nothing(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
     already exist and queues no GPU work of its own: the first read drains the queue and the
     others wait for nothing. Not a walk over one tensor's elements (`for y in preds`): one
     `.tolist()` would replace those copies."""
+    if isinstance(loop, _COMPREHENSIONS):
+        return _comprehension_queues_nothing(ctx, loop, value)
     if not isinstance(loop, (ast.For, ast.AsyncFor)) or is_step_loop(loop):
         return False
     it = loop.iter
@@ -1257,6 +1291,64 @@ def _loop_queues_nothing(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
         return False
     host = _rebinds(loop.target)
     return all(_queues_no_gpu_work(ctx, part, host) for part in [loop.iter, *loop.body])
+
+
+def _comprehension_queues_nothing(ctx: Context, comp: ast.AST, value: ast.AST) -> bool:
+    """`[a.cpu().numpy() for a in self.activations]`, `{k: v.detach().cpu() for k, v in
+    model.state_dict().items()}`: one pass over tensors that already exist (a list of them, a
+    model's state), reading each out and computing nothing: as the loop above, the first copy
+    drains the queue. Not over a tensor itself (`[r.item() for r in preds]`: one `.tolist()`)."""
+    gens = comp.generators  # type: ignore[attr-defined]
+    if len(ctx.loops) != 1:
+        return False  # in a batch loop, its first copy waits for each batch's work
+    if len(gens) != 1 or gens[0].ifs or not _launches_no_work(value):
+        return False
+    it = gens[0].iter
+    while isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
+        if it.func.attr not in _MODEL_STATE | {"items", "values"}:
+            return False
+        it = it.func.value  # `model.state_dict().items()`: the tensors the model holds
+    if ctx.kind(it) in TENSOR_KINDS or not isinstance(it, (ast.Name, ast.Attribute)):
+        return False
+    host = _rebinds(gens[0].target)
+    elt = comp.value if isinstance(comp, ast.DictComp) else comp.elt  # type: ignore[attr-defined]
+    if any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("item", "tolist")
+        for n in ast.walk(elt)
+    ):
+        return False  # `[labels[y.item()] for y in preds]`: numbers out of one tensor, one `.tolist()`
+    return _queues_no_gpu_work(ctx, elt, host)
+
+
+def _offloads_on_request(ctx: Context, call: ast.Call) -> bool:
+    """`if cpu_offload: shard = shard.cpu()`: a copy to the host under a switch that asks for
+    offloading. Each tensor leaves the device as soon as it is ready so that device memory never
+    holds them all; keeping them on the device until after the loop defeats what was asked."""
+    f = call.func
+    if not isinstance(f, ast.Attribute) or not (
+        f.attr == "cpu" or (f.attr == "to" and accelerator.device_type_of_literal(move_target(call)) == "cpu")
+    ):
+        return False
+    child: ast.AST = call
+    for up in reversed(ctx.stack):
+        if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.For, ast.While)):
+            return False
+        taken = (isinstance(up, ast.If) and any(s is child for s in up.body)) or (
+            isinstance(up, ast.IfExp) and up.body is child
+        )
+        if taken and any("offload" in w.lower() for w in _words(up.test)):  # type: ignore[attr-defined]
+            return True
+        child = up
+    return False
+
+
+def _words(expr: ast.AST) -> list[str]:
+    """The names and attribute names an expression mentions (`cfg.cpu_offload` -> cfg, cpu_offload)."""
+    return [
+        n.id if isinstance(n, ast.Name) else n.attr
+        for n in ast.walk(expr)
+        if isinstance(n, (ast.Name, ast.Attribute))
+    ]
 
 
 def _after_a_read_in_statement(ctx: Context, call: ast.Call, value: ast.AST) -> bool:
@@ -1376,6 +1468,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             return  # the first read of the iteration is the finding
     if value is not None and _loop_queues_nothing(ctx, loop, value):
         return  # only the first iteration's read waits: nothing is queued after it
+    if _offloads_on_request(ctx, call):
+        return  # `if cpu_offload: shard = shard.cpu()`: freeing device memory is the point
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
     if place == accelerator.CPU or accelerator.in_cpu_branch(ctx, call):
         return  # a CPU tensor: reading it waits for no GPU
@@ -1633,9 +1727,11 @@ def _feeds_a_guard(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
             if isinstance(n, ast.Call) and terminal_name(n.func) in _GUARD_CHECKS and n.args:
                 if is_value(n.args[0]):
                     return True
-            # early stopping: `if approx_kl > 1.5 * target_kl: break`
-            if isinstance(n, ast.Compare) and isinstance(n.ops[0], _ORDER) and is_value(n.left):
-                return True
+            # early stopping: `if approx_kl > 1.5 * target_kl: break`, or a convergence test
+            # on the value's change (`if abs(prev - value) / abs(prev) < tol: break`)
+            if isinstance(n, ast.Compare) and isinstance(n.ops[0], _ORDER):
+                if any(is_value(part) for part in ast.walk(n.left)):
+                    return True
         return False
 
     for stmt in ast.walk(loop):
@@ -1817,6 +1913,53 @@ def _answers_the_host(ctx: Context, node: ast.If) -> bool:
     )
 
 
+def _constant_answers(node: ast.AST) -> bool:
+    """`'positive'`, or `'a' if t else 'b' if u else 'c'`: a choice among Python constants."""
+    if isinstance(node, ast.IfExp):
+        return _constant_answers(node.body) and _constant_answers(node.orelse)
+    return isinstance(node, ast.Constant)
+
+
+def _returns_a_python_answer(ctx: Context, node: ast.IfExp) -> bool:
+    """`return 'positive' if label == 1 else 'negative'` in a function, in no loop of it: the
+    function's contract is a Python value picked by the tensor, which only the host can pick;
+    it waits once per call, on purpose."""
+    if ctx.in_loop or ctx.frame.node is None:
+        return False
+    for up in reversed(ctx.stack):
+        if isinstance(up, ast.Return):
+            return up.value is not None and _constant_answers(up.value)
+        if not isinstance(up, ast.IfExp):
+            return False
+    return False
+
+
+def _read_by_the_statement_before(ctx: Context, node: ast.AST, test: ast.AST) -> bool:
+    """The statement just before this one printed or copied to the host every tensor the test
+    reads (`print(f"error: {err:.2e}")` then `assert err < 1e-4`), and the test computes
+    nothing new: the wait happened there, and the test finds the GPU queue empty."""
+    found = block_of(ctx.parent, node) if ctx.parent is not None else None
+    if found is None or found[1] == 0:
+        return False
+    before = found[0][found[1] - 1]
+    if not isinstance(before, _SIMPLE):
+        return False
+    tensors = _tensors_in(ctx, test)
+    if not tensors or not all(isinstance(t, (ast.Name, ast.Attribute)) for t in tensors):
+        return False
+    synced = _synced_by(ctx, before)
+    for call in (n for n in ast.walk(before) if isinstance(n, ast.Call)):
+        for arg in call.args:
+            if isinstance(arg, ast.JoinedStr):
+                synced |= {
+                    ast.unparse(part.value)
+                    for part in arg.values
+                    if isinstance(part, ast.FormattedValue)
+                    and isinstance(part.value, (ast.Name, ast.Attribute))
+                }
+    return all(ast.unparse(t) in synced for t in tensors) and not (_rebinds(before) & synced)
+
+
 @check("TM302", nodes=(ast.If, ast.While, ast.Assert, ast.IfExp))
 def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: Context) -> None:
     test = node.test
@@ -1830,6 +1973,10 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         return  # `if keep.sum() == 0: return []` before `boxes[keep]`, which waits anyway
     if isinstance(node, ast.If) and _answers_the_host(ctx, node) and not _registered_as_hook(ctx):
         return  # `if not torch.isfinite(w).all(): raise ValueError(...)`: only the host can raise
+    if isinstance(node, ast.IfExp) and _returns_a_python_answer(ctx, node):
+        return  # `return 'positive' if label == 1 else 'negative'`: the function answers the host
+    if not isinstance(node, ast.While) and _read_by_the_statement_before(ctx, node, test):
+        return  # `print(f"{err:.2e}")` then `assert err < 1e-4`: the print already waited
     if ctx.in_loop and ctx.loops[-1].inner_loop_seen and not isinstance(node, ast.While):
         # after the inner batch loop (`if approx_kl > target_kl: break` once per update epoch):
         # one wait per pass over the data, for a decision only the host can take (a `while`
