@@ -90,7 +90,8 @@ RULES = [
             moving activations between the parts is the point; `.cuda()` and CUDA literals in code that runs on CUDA only
             (the file, notebook or project says so, as for TM201); moves under a CUDA flag the caller sets
             (`if self.use_cuda: h = h.cuda()`); `.cpu()` / `.to("cpu")` that fetches values for Python (chained with
-            `.tolist()`/`.numpy()`/`.item()`, or bound to a name the method reads that way: host-side indices from
+            `.tolist()`/`.numpy()`/`.item()`, also through a torch function of the copy,
+            `torch.zeros_like(x.cpu()).numpy()`, or bound to a name the method reads that way: host-side indices from
             `.nonzero().cpu()`); `.cpu()` whose copy is handed to host-side code: an argument of a NumPy function
             (`np.asarray(x.cpu())`), an argument that a function of this source reads with
             `.item()`/`.tolist()`/`.numpy()`/`int(...)`, or a detached copy (`x.cpu().data`, `x.detach().cpu()`:
@@ -262,7 +263,9 @@ RULES = [
             """,
         not_flagged="""
             `nn.Parameter(...)`, `register_buffer(...)`; a tensor that a later statement of `__init__` makes a
-            Parameter (`self.lr = lr * torch.ones_like(p)` then `self.lr = nn.Parameter(self.lr)`); a conversion with nothing to do on a Parameter
+            Parameter (`self.lr = lr * torch.ones_like(p)` then `self.lr = nn.Parameter(self.lr)`), or
+            that `__init__` wraps into a Parameter under another name while no other method reads it
+            (`self.taus = torch.stack(...)` then `self.ps = nn.Parameter(self.taus)`); a conversion with nothing to do on a Parameter
             of a fresh float32 CPU tensor (`nn.Parameter(torch.randn(n)).type(torch.FloatTensor)`,
             `.float()`, `.to(torch.float32)`, in-place initialisers): PyTorch returns the Parameter
             itself; classes that move their own tensor state (the class or a base in the

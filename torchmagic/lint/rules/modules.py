@@ -1252,14 +1252,25 @@ def _shared_global_device(ctx: Context, target: ast.AST) -> bool:
 
 
 def _read_on_host(ctx: Context, call: ast.Call) -> bool:
-    """`.cpu()` that fetches values for Python (`idx.nonzero().cpu().tolist()`, or a name the
+    """`.cpu()` that fetches values for Python (`idx.nonzero().cpu().tolist()`, also through a
+    torch function of the copy, `torch.zeros_like(x.cpu()).numpy()`, or a name the
     method later reads with `.item()`/`.numpy()`/`.tolist()`): host-side indices or numbers,
     not the module placing its tensors on a device."""
     node: ast.AST = call
     stack = ctx.stack
     i = len(stack) - 1
-    while i >= 1 and isinstance(stack[i], ast.Attribute) and isinstance(stack[i - 1], ast.Call):
-        if stack[i].attr in HOST_VALUE_METHODS:  # type: ignore[attr-defined]
+    while i >= 1:
+        up = stack[i]
+        if (
+            isinstance(up, ast.Call)
+            and up.args[:1] == [node]
+            and (ctx.qualname(up.func) or "").startswith("torch.")
+        ):
+            node, i = up, i - 1  # `torch.zeros_like(x.cpu()).numpy()`: built from the host copy
+            continue
+        if not (isinstance(up, ast.Attribute) and isinstance(stack[i - 1], ast.Call)):
+            break
+        if up.attr in HOST_VALUE_METHODS:
             return True
         node, i = stack[i - 1], i - 2
     holder = stack[i] if i >= 0 else None
@@ -2079,7 +2090,7 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
     if wrapped is not None:
         _flag_converted_parameter(ctx, node, target.attr, *wrapped)
         return
-    if _made_a_parameter_later(ctx, node, target.attr):
+    if _made_a_parameter_later(ctx, node, target.attr) or _init_step_to_a_parameter(ctx, node, target.attr):
         return  # `self.lr = lr * torch.ones_like(p)` then `self.lr = nn.Parameter(self.lr)`
     state = _tm106_state(ctx)
     placed = _on_callers_device(ctx, node.value, state["placed"])
@@ -2109,6 +2120,32 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
         node,
         f"`self.{target.attr}` holds a plain tensor: it will not follow `model.to(device)` and is missing from `state_dict()`.",
         hint,
+    )
+
+
+def _init_step_to_a_parameter(ctx: Context, node: ast.AST, attr: str) -> bool:
+    """`self.taus = torch.stack(...)` then `self.ps = nn.Parameter(self.taus)` later in
+    `__init__`, and no other method reads `self.taus`: the registered Parameter is the state
+    that moves and is saved; the plain attribute is only a step of the constructor."""
+    fn = ctx.frame.node
+    if fn is None:
+        return False
+    wrapped = any(
+        isinstance(n, ast.Call)
+        and n.lineno > node.lineno  # type: ignore[attr-defined]
+        and ctx.qualname(n.func) in _PARAMETER
+        and n.args
+        and _self_attr_name(n.args[0]) == attr
+        for n in ast.walk(fn)
+    )
+    if not wrapped:
+        return False
+    return not any(
+        isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and _is_self_attr(n, attr)
+        for cls in _class_nodes(ctx)
+        for method in cls.body
+        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name != "__init__"
+        for n in ast.walk(method)
     )
 
 
