@@ -361,3 +361,31 @@ def test_TM601_a_module_reloaded_whole_gets_a_hint_for_both_lines() -> None:
     # nothing reloads it: the plain hint
     plain = code.replace("net = torch.load('best.pt')\n", "")
     assert only(plain, "TM601").hint == "Save the weights: `torch.save(net.state_dict(), f)`."
+
+
+def test_TM504_a_schedule_written_in_the_source_is_its_own_contract() -> None:
+    import importlib.util
+    import warnings
+    from pathlib import Path
+
+    import torch
+
+    path = Path(__file__).parent / "fixtures" / "rules" / "TM504_ok_schedule_written_here.py"
+    spec = importlib.util.spec_from_file_location("own_schedule", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-5)
+    schedule = mod.GeometricSweep(opt, 10.0, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(5):
+            # what the silence rests on: its get_lr() is the rate in use at every step
+            assert schedule.get_lr()[0] == schedule.get_last_lr()[0] == opt.param_groups[0]["lr"]
+            opt.step()
+            schedule.step()
+    assert [f for f in check_source(path.read_text()) if f.rule == "TM504"] == []
+    torch_schedule = path.read_text().replace(
+        "GeometricSweep(opt, end_lr, len(batches))", "torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)"
+    )
+    assert [f.rule for f in check_source(torch_schedule) if f.rule == "TM504"] == ["TM504"]

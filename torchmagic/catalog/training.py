@@ -100,6 +100,12 @@ RULES = [
             `get_lr()` computes the value for the scheduler's *current internal step* (and warns
             when called outside `step()`); for many schedulers it is not the rate the optimizer used.
             """,
+        not_flagged="""
+            `self.get_lr()` / `super().get_lr()` inside a scheduler class; a scheduler built from a
+            class this source defines with its own `get_lr` (`sched = GeometricSweep(opt, ...)` with
+            `def get_lr(self): return [base * r ** self.last_epoch ...]`): a closed form of the step
+            count, whose `get_lr()` is the rate in use.
+            """,
         example="print(scheduler.get_lr())",
         fix="print(scheduler.get_last_lr())",
         autofix="""

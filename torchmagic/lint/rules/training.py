@@ -244,6 +244,19 @@ def scheduler_epoch_arg(call: ast.Call, ctx: Context) -> None:
     )
 
 
+def _own_schedule(ctx: Context, recv: ast.AST) -> bool:
+    """`sched = ExponentialLR(opt, end_lr, n)` where this source defines `ExponentialLR` with its
+    own `get_lr`: a closed-form schedule the code wrote, whose `get_lr()` is its own contract
+    (the rate of the current step), not PyTorch's chainable one."""
+    origin = ctx.origin(recv) if isinstance(recv, ast.Name) else None
+    if not (isinstance(origin, ast.Call) and isinstance(origin.func, ast.Name)):
+        return False
+    info = ctx.classes.get(origin.func.id)
+    return info is not None and any(
+        isinstance(n, ast.FunctionDef) and n.name == "get_lr" for n in info.node.body
+    )
+
+
 @check("TM504", calls={"get_lr"})
 def scheduler_get_lr(call: ast.Call, ctx: Context) -> None:
     if not isinstance(call.func, ast.Attribute) or call.args:
@@ -253,7 +266,7 @@ def scheduler_get_lr(call: ast.Call, ctx: Context) -> None:
         return  # a scheduler subclass implementing get_lr
     if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super":
         return
-    if not _is_scheduler(ctx, recv):
+    if not _is_scheduler(ctx, recv) or _own_schedule(ctx, recv):
         return
     ctx.flag(
         call,
