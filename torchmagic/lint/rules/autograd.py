@@ -563,6 +563,14 @@ def _tensor_owner(ctx: Context, owner: ast.AST, node: ast.Attribute) -> bool:
                 isinstance(base, ast.Name) and _loop_source_call(ctx, base) in (*_PARAM_SOURCES, "params")
             )
         return isinstance(base, ast.Name) and _module_argument(ctx, base)
+    if (
+        isinstance(owner, ast.Call)
+        and isinstance(owner.func, ast.Attribute)
+        and owner.func.attr in _TENSOR_ONLY
+    ):
+        return True  # `a.cpu().data`: only a tensor has both
+    if _hook_tensor_argument(ctx, owner):
+        return True  # `input[0].data` in a forward pre-hook
     if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "next":
         # next(self.parameters()).data
         a = owner.args[0] if owner.args else None
@@ -581,6 +589,49 @@ def _tensor_owner(ctx: Context, owner: ast.AST, node: ast.Attribute) -> bool:
             ctx.frame.node is not None and owner.id in _backpropagated(ctx.frame.node)
         )
     return False
+
+
+# methods whose result, when it has a `.data`, is a tensor
+_TENSOR_ONLY = frozenset({"cpu", "cuda", "detach"})
+
+
+def _hook_tensor_argument(ctx: Context, owner: ast.AST) -> bool:
+    """`input[0]` or `grad_output[0]` in a function this source registers as a hook
+    (`layer.register_forward_pre_hook(self._save_input)`): after the module, a module hook
+    is handed tensors or tuples of them; a tensor hook (`register_hook`) its gradient."""
+    base = owner.value if isinstance(owner, ast.Subscript) else owner
+    fn = ctx.frame.node
+    if not isinstance(base, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if not ctx.stack or ctx.origin(base) is not None:
+        return False
+    kind = _registered_hooks(ctx.stack[0]).get(fn.name)
+    if kind is None:
+        return False
+    args = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+    if args and args[0] == "self":
+        args = args[1:]
+    tensors = args if kind == "register_hook" else args[1:]
+    return base.id in tensors
+
+
+@per_node
+def _registered_hooks(tree: ast.AST) -> dict[str, str]:
+    """Function name -> the `register_*hook` call it is handed to (`f` or `self.f`)."""
+    out: dict[str, str] = {}
+    for n in ast.walk(tree):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr.startswith("register")
+            and n.func.attr.endswith("hook")
+            and n.args
+        ):
+            a = n.args[0]
+            name = a.id if isinstance(a, ast.Name) else a.attr if isinstance(a, ast.Attribute) else None
+            if name is not None:
+                out.setdefault(name, n.func.attr)
+    return out
 
 
 @per_node
