@@ -10,7 +10,7 @@ RULES = [
         evidence=("static",),
         what="""
             Flags a `DataLoader(...)` without `pin_memory=True` whose batches are moved to CUDA (or to
-            `torch.accelerator.current_accelerator()`, or to `torch.device(args.device)` chosen at run time) in the loop that iterates over it, in a function
+            `torch.accelerator.current_accelerator()`, or to `torch.device(args.device)` or `DEVICE = args.device` chosen at run time, unless the option defaults to `"cpu"`) in the loop that iterates over it, in a function
             that loop hands the batch to, or in a function the loader is passed to. Loaders in a dict or
             list (`loaders[phase]`) count. Reported at the `DataLoader(...)` call; for a loader built in
             an earlier notebook cell, once, at the `for` line that moves its batches or at the call

@@ -95,9 +95,35 @@ def _batch_move(ctx: Context, call: ast.Call) -> bool:
     return _mentions_torch_accelerator(target)
 
 
+def _cpu_by_default(ctx: Context, option: str) -> bool:
+    """`parser.add_argument("--device", default="cpu")`: the script runs on the CPU unless told."""
+    tree = ctx.stack[0] if ctx.stack else None
+    for n in ast.walk(tree) if tree is not None else ():
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "add_argument"
+            and any(
+                isinstance(a, ast.Constant) and a.value in (f"--{option}", f"--{option.replace('_', '-')}")
+                for a in n.args
+            )
+        ):
+            default = keyword(n, "default")
+            return isinstance(default, ast.Constant) and default.value == "cpu"
+    return False
+
+
 def _chosen_at_run_time(ctx: Context, origin: ast.AST) -> bool:
-    """`torch.device(opt.device)` / `torch.device(args.device)`: a device the user picks when
-    running the script (a CUDA one on a GPU machine), not a CPU literal."""
+    """`torch.device(opt.device)` / `torch.device(args.device)`, or `DEVICE = args.device`: a
+    device the user picks when running the script (a CUDA one on a GPU machine), not a CPU literal."""
+    if (
+        isinstance(origin, ast.Attribute)
+        and isinstance(origin.value, ast.Name)
+        and origin.value.id
+        in ("args", "opt", "opts", "options", "cfg", "config", "hparams", "flags", "FLAGS")
+        and origin.attr in ("device", "cuda_device", "gpu_device")
+    ):
+        return not _cpu_by_default(ctx, origin.attr)
     return (
         isinstance(origin, ast.Call)
         and ctx.qualname(origin.func) == "torch.device"
