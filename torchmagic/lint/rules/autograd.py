@@ -229,11 +229,53 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
             return
     if _trains_alongside(ctx, node):
         return  # a stop-gradient target next to a forward with grad: it may be saved for backward
+    if _shape_probe(ctx, node):
+        return  # a dry run on a dummy input to learn a size, while the model is being built
     ctx.flag(
         node,
         f"`with {unparse(item.context_expr, 40)}` wraps pure inference; `torch.inference_mode()` is faster.",
         "Use `with torch.inference_mode():` (keep `no_grad` where the results feed a later backward).",
         fix=_inference_mode_fix(item.context_expr, ctx),
+    )
+
+
+_DUMMIES = frozenset({"rand", "randn", "zeros", "ones", "empty", "full", "randint"})
+_SIZES = frozenset({"shape", "size", "numel", "dim", "ndim"})
+
+
+def _shape_probe(ctx: Context, node: ast.With) -> bool:
+    """`with torch.no_grad(): y = encoder(torch.rand(2, *shape))` then only `y.shape[1]`: a dry
+    run on a dummy input to learn an output size while a model is being put together. Its first
+    forward may create a lazy layer's parameters, which under `inference_mode` would be inference
+    tensors that never train; and a probe gains nothing from being faster."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    inside = [n for stmt in node.body for n in ast.walk(stmt)]
+    if not any(
+        isinstance(n, ast.Call)
+        and (ctx.qualname(n.func) or "").split(".")[-1] in _DUMMIES
+        and (ctx.qualname(n.func) or "").startswith("torch.")
+        for n in inside
+    ):
+        return False
+    outputs = {
+        t.id
+        for n in inside
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and _runs_a_model(ctx, [ast.Expr(n.value)])
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    if not outputs:
+        return False
+    parents = parents_of(fn)
+    reads = [
+        n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id in outputs and isinstance(n.ctx, ast.Load)
+    ]
+    return bool(reads) and all(
+        isinstance(up := parents.get(id(r)), ast.Attribute) and up.attr in _SIZES for r in reads
     )
 
 
