@@ -56,6 +56,9 @@ RULES = [
             """,
         not_flagged="""
             blocks that mutate parameters (`p.copy_`, `p -= lr * p.grad`, init code), which need `no_grad`;
+            a shape probe, a dry run on a `torch.rand`/`torch.zeros` dummy whose output is read only for
+            its size (`y = encoder(torch.rand(2, *shape))`, then `y.shape[1]`): a lazy layer's first
+            forward there would create inference-tensor parameters that never train;
             files using `torch.distributed.rpc`, where the forward may run remotely and the local
             grad mode does not govern it; code using GPyTorch, whose models cache prediction tensors on
             themselves (made under `inference_mode`, they make the next grad-enabled call raise); a block inside a loop (or a function) that also calls

@@ -145,9 +145,11 @@ RULES = [
             `self.training` reads; `def train(self, mode=True)` overrides calling `super().train(mode)`;
             calls in `__init__` (no caller has set a mode yet while the module is built; `self.train()`
             there is a no-op); `self.eval()` in an inference entry point (`generate`, `predict`,
-            `sample`, `synthesize`, ...), which needs eval mode for what it returns, and the
+            `sample`, `synthesize`, `parse`, ...), which needs eval mode for what it returns, and the
             `self.train()` after it that puts training mode back on the way out; calls in a method that
-            back-propagates or steps an optimizer itself (a whole training step); `self.<part>.eval()` after the
+            back-propagates or steps an optimizer itself (a whole training step); a mode saved and put
+            back (`was = self.ema.training`, `self.ema.eval()`, ..., `self.ema.train(was)`: both calls);
+            `self.<part>.eval()` after the
             same method assigned `self.<part>` (a `setUp` or `load` that builds or loads that part: like
             `__init__`, no caller has set its mode yet); `self.<part>.eval()` inside a `no_grad`/`inference_mode`
             block that runs the same part (`with torch.inference_mode(): self.codec.eval(); ids = self.codec(wave)`):

@@ -47,7 +47,8 @@ RULES = [
             a loop over lists of per-batch results gathered earlier that reads each joined column once
             (`[torch.cat(x, 0).cpu() for x in zip(*stats)]`: the read once after the batch loop);
             reads after the inner batch loop (once per epoch) and in an epoch loop's own body (also a loop that
-            runs a whole training per item, `for exp in stream: strategy.train(exp)`; a loop over a
+            runs a whole training per item, `for exp in stream: strategy.train(exp)`, and one whose own
+            body counts or runs epochs, `while True: self.epoch_num += 1; ... = self.train_epoch()`; a loop over a
             tensor's elements, `for d in flags:`, is part of one step, not the batch loop; a
             loop whose own body calls `backward()` or an optimizer's `step()` is the step loop, and
             a loop nested in it, averaging samples or summing heads, is part of one step: a read
@@ -75,7 +76,8 @@ RULES = [
             (`start = time.time()`, also after the `if torch.cuda.is_available():` it sits in): a barrier for timing; loops in code using GPyTorch, whose forward passes and marginal
             log-likelihoods already read GPU values on every call (Cholesky and conjugate-gradient checks), so one
             more read per step adds no wait of its own; values known to be on the CPU (live device,
-            `.cpu()`-ed, a factory without a device, batches from a DataLoader that were never
+            `.cpu()`-ed, also items of a host copy walked through `zip`/`reversed`/`enumerate` when
+            every sequence given is on the CPU, what a `read_*` function returns given no device, a factory without a device, batches from a DataLoader that were never
             moved, values computed from the unpacked batches of a loop that moves nothing (no `.to`/`.cuda`,
             no `device`, no call of a function of the file that moves) in code whose other batch loops move
             their batches (`X = X.to(device)`): a GPU model would raise on such batches, so this loop runs

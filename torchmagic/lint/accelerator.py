@@ -280,6 +280,9 @@ def live_device_type(ctx: Context, name: str) -> str | None:
     return CPU if dev == "cpu" else ACCELERATOR
 
 
+_ITERATION_WRAPPERS = frozenset({"zip", "reversed", "enumerate", "iter", "list", "tuple", "sorted"})
+
+
 def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
     """ "cpu", "accelerator" or None (unknown) for the value of `node`, following method
     chains (`out.detach().cpu()`), torch functions (`F.relu(x)` is where `x` is), module calls
@@ -331,6 +334,10 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             if isinstance(func, ast.Name) and func.id == "abs" and len(n.args) == 1 and q in ("", "abs"):
                 n = n.args[0]  # `abs(t)` is `t.abs()`
                 continue
+            if isinstance(func, ast.Name) and q == func.id and func.id in _ITERATION_WRAPPERS and n.args:
+                # `zip(reversed(boxes), coords)`: the items are where the sequences are, when all agree
+                places = {where(ctx, a, depth + 1) for a in n.args}
+                return places.pop() if len(places) == 1 else None
             return CPU if _host_helper_call(ctx, n, depth) else None
         if isinstance(n, ast.Attribute) and (n.attr in ("shape", "ndim") or _plain_cpu_attribute(ctx, n)):
             return CPU

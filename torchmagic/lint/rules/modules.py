@@ -1292,7 +1292,7 @@ def _read_on_host(ctx: Context, call: ast.Call) -> bool:
 # methods a user calls to run the model for a result, not layers of someone else's forward:
 # they set the mode and the grad state they need (`generate` samples with dropout off)
 _INFERENCE_ENTRY = re.compile(
-    r"^_?(generate|predict|sample|infer|inference|decode|translate|beam_search|greedy|synthesi[sz]e|evaluate)",
+    r"^_?(generate|predict|sample|infer|inference|decode|translate|beam_search|greedy|synthesi[sz]e|evaluate|parse)",
     re.IGNORECASE,
 )
 
@@ -1332,6 +1332,10 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     fn = ctx.frame.node
     if fn is not None and _runs_its_own_step(fn):
         return
+    if call.func.attr == "train" and _restores_a_saved_mode(ctx, call):
+        return  # `was = self.ema.training` ... `self.ema.train(was)`: the caller's mode, put back
+    if call.func.attr == "eval" and fn is not None and _put_back_later(ctx, fn, call):
+        return  # the switch between saving the mode and putting it back is temporary
     if ctx.method and _INFERENCE_ENTRY.match(ctx.method):
         if call.func.attr == "eval":
             return  # `generate()` samples in eval mode: what it needs, not the caller's choice
@@ -1345,6 +1349,32 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call.func)}()` inside `{ctx.cls.name}.{ctx.method}` switches the mode the caller set.",  # type: ignore[union-attr]
         "Remove it and let the caller call `model.train()` / `model.eval()`.",
+    )
+
+
+def _restores_a_saved_mode(ctx: Context, call: ast.Call) -> bool:
+    """`self.ema.train(training)` with `training = self.ema.training` read earlier (or
+    `.train(m.training)` itself): the mode the caller set, saved and put back."""
+    if len(call.args) != 1:
+        return False
+    arg = call.args[0]
+    if isinstance(arg, ast.Name):
+        arg = ctx.origin(arg) or arg
+    return isinstance(arg, ast.Attribute) and arg.attr == "training"
+
+
+def _put_back_later(ctx: Context, fn: ast.AST, call: ast.Call) -> bool:
+    """`self.ema.eval()` followed, later in the method, by `self.ema.train(was)` that restores
+    a saved mode (`_restores_a_saved_mode`)."""
+    recv = unparse(call.func.value)  # type: ignore[attr-defined]
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "train"
+        and n.lineno > call.lineno
+        and unparse(n.func.value) == recv
+        and _restores_a_saved_mode(ctx, n)
+        for n in ast.walk(fn)
     )
 
 

@@ -718,6 +718,23 @@ def _stops_on_a_count(loop: ast.AST) -> bool:
 
 
 @per_node
+def _counts_epochs(loop: ast.AST) -> bool:
+    """A statement of the loop's own body counts epochs (`self.epoch_num += 1`) or runs one
+    (`stats = self.train_epoch()`, `train_one_epoch(model, loader)`): each pass is an epoch."""
+    for stmt in getattr(loop, "body", []):
+        if (
+            isinstance(stmt, ast.AugAssign)
+            and isinstance(stmt.value, ast.Constant)
+            and stmt.value.value == 1
+            and "epoch" in (terminal_name(stmt.target) or "").lower()
+        ):
+            return True  # a count of epochs, not `epoch_loss += loss.item()`
+        value = getattr(stmt, "value", None)
+        if isinstance(value, ast.Call) and "epoch" in (terminal_name(value.func) or "").lower():
+            return True
+    return False
+
+
 def _is_epoch_loop(loop: ast.AST) -> bool:
     """`for epoch in range(n_epochs)`, a loop that trains on each of its items, or a full-batch optimisation loop (`opt.step(closure)`,
     as with LBFGS, where each step sees all the data): its own body runs once per epoch."""
@@ -728,6 +745,8 @@ def _is_epoch_loop(loop: ast.AST) -> bool:
     }
     if any("epoch" in name.lower() for name in names):
         return True
+    if _counts_epochs(loop):
+        return True  # `while True: self.epoch_num += 1; ... = self.train_epoch()`
     own = _loop_names(loop)
     if any(
         isinstance(n, ast.Call)
