@@ -67,7 +67,8 @@ RULES = [
         not_flagged="""
             that selection line itself; `torch.device(...)` assigned once to a name; a move inside `if torch.cuda.is_available():`;
             code that says it runs on CUDA only (as for TM201: a GPU asserted, NCCL, a CUDA-only library);
-            a function that profiles or times CUDA kernels (as for TM201);
+            a function that profiles or times CUDA kernels (as for TM201); a class's own `cuda()`
+            (or `to_cuda()`/`gpu()`) method, whose job is to move the object to a CUDA device;
             indexed devices (`"cuda:1"`) in code that names two or more GPUs by index: model parallel code places each
             part on a chosen GPU on purpose
             """,

@@ -209,10 +209,23 @@ def hardcoded_device(node: ast.AST, ctx: Context) -> None:
         return  # only runs when CUDA is there (`if torch.cuda.is_available():`, CUDA-only code)
     if measures_cuda(ctx):
         return  # a function that profiles CUDA kernels: the GPU is what it measures
+    if _cuda_method(ctx):
+        return  # `def cuda(self, device=None): return self.to(torch.device("cuda"))`: its job
     ctx.flag(
         where,
         f"`{label}` hardcodes the CUDA device.",
         _DEVICE_SELECTION_HINT,
+    )
+
+
+def _cuda_method(ctx: Context) -> bool:
+    """The code sits in a method named `cuda` (or `to_cuda`/`gpu`), whose documented job is to
+    move its object to a CUDA device: naming CUDA is what the caller asked for."""
+    fn = ctx.frame.node
+    return (
+        isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and fn.name in ("cuda", "to_cuda", "gpu")
+        and ctx.cls is not None
     )
 
 
