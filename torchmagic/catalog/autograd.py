@@ -103,10 +103,11 @@ RULES = [
             named like parameters (`params`, `net_params`: `def sgd(params, lr): for p in params:`;
             also through `zip`), `next(model.parameters())`, hidden states, `Variable(...)` arguments,
             names the same function calls `.backward()` on (`loss_1, loss_2 = co_loss(...)`, then
-            `loss_1.backward()` and `loss_1.data.item()`), the result of `.cpu()`/`.cuda()`/`.detach()`
-            (`a.cpu().data.numpy()`), and what a function the source registers as a hook is handed
-            after the module (`inputs[0].data` in a forward pre-hook, `grad_output[0].data` in a
-            backward hook; every argument of a tensor `register_hook`).
+            `loss_1.backward()` and `loss_1.data.item()`), the `.cpu()`/`.cuda()`/`.detach()` copy of a
+            model's output or of a tensor known to require grad (`out.cpu().data.numpy()`; not of
+            batches or labels, which carry no graph), and what a function the source registers as a
+            forward hook is handed after the module (`inputs[0].data` in a forward pre-hook; not a
+            backward hook's gradients, which a plain `backward()` builds no graph for).
             `p.data -= ...` is reported as the in-place write it is (`with torch.no_grad(): p -= ...`).
             Several reads in one statement make one finding that names them all, the tensor known to
             carry a graph or require grad first (`pred.data` before `grid.data`).

@@ -610,7 +610,7 @@ def _tensor_owner(ctx: Context, owner: ast.AST, node: ast.Attribute) -> bool:
         and isinstance(owner.func, ast.Attribute)
         and owner.func.attr in _TENSOR_ONLY
     ):
-        return True  # `a.cpu().data`: only a tensor has both
+        return _may_carry_a_graph(ctx, owner.func.value)  # `out.cpu().data`: only a tensor has both
     if _hook_tensor_argument(ctx, owner):
         return True  # `input[0].data` in a forward pre-hook
     if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "next":
@@ -637,10 +637,28 @@ def _tensor_owner(ctx: Context, owner: ast.AST, node: ast.Attribute) -> bool:
 _TENSOR_ONLY = frozenset({"cpu", "cuda", "detach"})
 
 
+def _may_carry_a_graph(ctx: Context, node: ast.AST) -> bool:
+    """What `.cpu()` copied may carry a graph: a model's output (`net.decoder(x)`, a name bound
+    to one), or one known to require grad. Batches, labels and masks never do, and `.data` on their copies bypasses nothing."""
+    while (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_VIEWS
+    ):
+        node = node.func.value  # `attn.squeeze(0).cpu().data`
+    if isinstance(node, ast.Call):
+        return _is_module_call(ctx, node)
+    return _is_model_output(ctx, node) or _graph_rank(ctx, node) == 0
+
+
+_SHAPE_VIEWS = frozenset(
+    {"squeeze", "unsqueeze", "view", "reshape", "permute", "transpose", "contiguous", "float"}
+)
+
+
 def _hook_tensor_argument(ctx: Context, owner: ast.AST) -> bool:
-    """`input[0]` or `grad_output[0]` in a function this source registers as a hook
-    (`layer.register_forward_pre_hook(self._save_input)`): after the module, a module hook
-    is handed tensors or tuples of them; a tensor hook (`register_hook`) its gradient."""
+    """`input[0]` in a function this source registers as a forward hook
+    (`layer.register_forward_pre_hook(self._save_input)`): after the module, it is handed the
+    layer's inputs (and output), which carry the graph of the forward. Not a backward hook's
+    gradients, which carry none after a plain `backward()`."""
     base = owner.value if isinstance(owner, ast.Subscript) else owner
     fn = ctx.frame.node
     if not isinstance(base, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -653,8 +671,9 @@ def _hook_tensor_argument(ctx: Context, owner: ast.AST) -> bool:
     args = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
     if args and args[0] == "self":
         args = args[1:]
-    tensors = args if kind == "register_hook" else args[1:]
-    return base.id in tensors
+    if "backward" in kind or kind == "register_hook":
+        return False  # gradients of a plain backward carry no graph: `.data` there bypasses nothing
+    return base.id in args[1:]
 
 
 @per_node
