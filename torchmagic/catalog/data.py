@@ -36,7 +36,10 @@ RULES = [
             tensors itself (`torch.from_numpy(batch.data).to(device)`: pinning applies to tensors
             only); loaders whose batches a plain function of the code turns into new tensors before the
             copy (`video = preprocess(video)` then `video[a:b].cuda()`: pinning would pin tensors that are
-            thrown away); loaders built with `**kwargs` (the options are not
+            thrown away), or copies on the host first (`x = x.transpose(1, 0).contiguous()` or
+            `x.clone()`, then `x = x.to(device)`); loaders over a `TensorDataset` of tensors already moved to the
+            GPU (`TensorDataset(x.to(device), y.to(device))`: nothing is copied from host memory, and
+            pinning would raise); loaders built with `**kwargs` (the options are not
             visible); code with no path to an accelerator, and a kernel that has none (`.to(device)`
             there copies nothing to a GPU)
             """,

@@ -89,10 +89,13 @@ RULES = [
             place their submodules on two or more devices (`self.a = ....to("cuda:0")`, `self.b = ....to("cuda:1")`), where
             moving activations between the parts is the point; `.cuda()` and CUDA literals in code that runs on CUDA only
             (the file, notebook or project says so, as for TM201); moves under a CUDA flag the caller sets
-            (`if self.use_cuda: h = h.cuda()`); `.cpu()` / `.to("cpu")` that fetches values for Python (chained with
+            (`if self.use_cuda: h = h.cuda()`); `.cpu()` under a test of the input's own device (`if x.device.type in
+            ["mps", "xpu"]: x = x.cpu()`, also through a name bound to that test: a backend workaround);
+            `.to("cpu", non_blocking=True)`, an asynchronous fetch of a value for the host;
+            `.cpu()` / `.to("cpu")` that fetches values for Python (chained with
             `.tolist()`/`.numpy()`/`.item()`, also through a torch function of the copy,
             `torch.zeros_like(x.cpu()).numpy()`, or bound to a name the method reads that way: host-side indices from
-            `.nonzero().cpu()`); `.cpu()` whose copy is handed to host-side code: an argument of a NumPy function
+            `.nonzero().cpu()`, or a copy that indexes a Python list, `model.transitions[best[i]]`); `.cpu()` whose copy is handed to host-side code: an argument of a NumPy function
             (`np.asarray(x.cpu())`), an argument that a function of this source reads with
             `.item()`/`.tolist()`/`.numpy()`/`int(...)`, or a detached copy (`x.cpu().data`, `x.detach().cpu()`:
             values, no graph) passed to a plain function defined elsewhere (`build_targets(pred.cpu().data, ...)`),
@@ -272,7 +275,8 @@ RULES = [
             `.float()`, `.to(torch.float32)`, in-place initialisers): PyTorch returns the Parameter
             itself; classes that move their own tensor state (the class or a base in the
             same source defines `to`, `_apply` or `cuda`), also lazily: a method re-binds the attribute
-            to a tensor it is given (`self.alpha = self.alpha.type_as(x)`, `self.w = self.w.to(x.device)`;
+            to a tensor it is given (`self.alpha = self.alpha.type_as(x)`, `self.w = self.w.to(x.device)`,
+            `self.mask = self.mask.to(dtype=x.dtype, device=x.device) if self.mask is not None else None`;
             not `.to(torch.float16)`, which follows no input), or refills it from the module's own state
             (`self.backup_mean.data = deepcopy(self.running_mean.data)`, `self.saved = self.weight.detach().clone()`:
             scratch that ends up where that state is, kept out of `state_dict()` on purpose), or a

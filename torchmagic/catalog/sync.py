@@ -181,7 +181,8 @@ RULES = [
             constants (`return "positive" if label == 1 else "negative"`: the function's answer is
             a host value, picked once per call); a test on tensors that the statement just before
             printed or copied to the host (`print(f"{err:.2e}")` then `assert err < 1e-4`: that
-            statement waited, and the test finds the queue empty);
+            statement waited, and the test finds the queue empty); a check memoised on a flag
+            (`if "checked" not in seen:` ... `seen["checked"] = True`: the first call only);
             tests on `.shape`, `.dim()`, `.numel()`, `len()`, `is None`, `== None`/`!= None` (a
             tensor compared with None answers a Python bool without reading data), Python numbers
             (also a `forward` parameter the body uses only as a count, a `range()`/`torch.arange()`

@@ -10,7 +10,7 @@ from ...report import Fix
 from ..context import Context, LoopInfo
 from ..fixes import fix_of
 from ..kinds import LOADER, MODULE
-from ..nodes import has_kwargs_splat, keyword, remember
+from ..nodes import has_kwargs_splat, keyword, remember, terminal_name
 from ..registry import check
 from ._common import chain_root, is_cuda_move, live_function, move_target, unparse
 
@@ -149,14 +149,36 @@ def _from_numpy(ctx: Context, move: ast.Call) -> bool:
     return isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.from_numpy"
 
 
+_REORDERS = frozenset({"transpose", "permute", "t", "swapaxes", "movedim"})
+
+
+def _host_copy_chain(node: ast.AST | None) -> bool:
+    """`batch.long().transpose(1, 0).contiguous()`, `batch.clone()`: methods that copy the batch
+    into new (pageable) host memory, a reordered view made contiguous or a clone; a pinned batch
+    would be copied out of its pinned pages before the move."""
+    methods: list[str] = []
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        methods.append(node.func.attr)
+        node = node.func.value
+    methods.reverse()  # in the order they run
+    if "clone" in methods:
+        return True
+    return "contiguous" in methods and any(m in _REORDERS for m in methods[: methods.index("contiguous")])
+
+
 def _rebuilt_on_host(ctx: Context, move: ast.Call) -> bool:
     """`video = preprocess(video)` ... `video[a:b].cuda()`: what is copied is a new tensor that
-    a plain function of the code built on the CPU after the loader, so pinning the loader's
-    batches would pin tensors that are thrown away."""
+    a plain function of the code built on the CPU after the loader (or a host copy of the batch,
+    `x = x.transpose(1, 0).contiguous()`), so pinning the loader's batches would pin tensors that
+    are thrown away."""
     value = chain_root(move.func.value) if isinstance(move.func, ast.Attribute) else None
     if not isinstance(value, ast.Name):
         return False
     origin = ctx.origin(value)
+    if origin is not None and any(n is move for n in ast.walk(origin)):
+        origin = ctx.earlier_origin(value.id)  # `x = x.to(device)`: what `x` was before the move
+    if _host_copy_chain(origin):
+        return True
     return (
         isinstance(origin, ast.Call)
         and isinstance(origin.func, ast.Name)
@@ -201,9 +223,23 @@ class _State:
 _states: WeakKeyDictionary[Context, _State] = WeakKeyDictionary()
 
 
+def _serves_device_tensors(ctx: Context, loader: ast.Call) -> bool:
+    """`DataLoader(TensorDataset(x.to(device), y.to(device)))`, also through a name: the
+    batches are slices of tensors already on the GPU, so nothing is copied from host memory
+    (and `pin_memory=True` would raise on them)."""
+    dataset = loader.args[0] if loader.args else keyword(loader, "dataset")
+    if isinstance(dataset, ast.Name):
+        dataset = ctx.origin(dataset)
+    if not (
+        isinstance(dataset, ast.Call) and terminal_name(dataset.func) == "TensorDataset" and dataset.args
+    ):
+        return False
+    return all(isinstance(a, ast.Call) and _batch_move(ctx, a) for a in dataset.args)
+
+
 def _flag_loader(ctx: Context, loader: ast.Call) -> None:
     state = _states.setdefault(ctx, _State())
-    if id(loader) in state.flagged:
+    if id(loader) in state.flagged or _serves_device_tensors(ctx, loader):
         return
     state.flagged.add(id(loader))
     state.keep.append(loader)

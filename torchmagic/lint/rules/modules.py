@@ -658,6 +658,29 @@ def _input_device_test(ctx: Context, call: ast.Call) -> bool:
     return False
 
 
+def _under_input_device_test(ctx: Context, call: ast.Call) -> bool:
+    """`if x.device.type in ["mps", "xpu"]: x = x.cpu()` (also through a name bound to that
+    test): a copy to the host that depends on where the caller put the input, a workaround for
+    a backend, not a placement the module chose."""
+    path = [*ctx.stack, call]
+    for anc, child in zip(path, path[1:]):
+        if not isinstance(anc, (ast.If, ast.IfExp)) or child is anc.test:
+            continue
+        test = anc.test
+        if isinstance(test, ast.Name):
+            test = ctx.origin(test) or test
+        if _reads_tensor_device(ctx, test):
+            return True
+    return False
+
+
+def _fetched_without_waiting(call: ast.Call) -> bool:
+    """`flag.to("cpu", non_blocking=True)`: an asynchronous fetch of a value for the host (a
+    solver's stop flag read later), not a placement of the module's data."""
+    blocking = keyword(call, "non_blocking")
+    return isinstance(blocking, ast.Constant) and blocking.value is True
+
+
 def _reads_tensor_device(ctx: Context, test: ast.AST) -> bool:
     """The test reads a tensor's own device (`x.is_cuda`, `x.device.type`, `self.weight.is_cuda`),
     not a switch or a device the module or a global config chose (`self.device.type`)."""
@@ -1181,7 +1204,11 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
             return
         label = f".to({unparse(target, 30)})"
         if device_type_of_literal(target) == "cpu" and (
-            _read_on_host(ctx, call) or _handed_to_host_code(ctx, call) or _results_handed_out(ctx, call)
+            _read_on_host(ctx, call)
+            or _handed_to_host_code(ctx, call)
+            or _results_handed_out(ctx, call)
+            or _under_input_device_test(ctx, call)
+            or _fetched_without_waiting(call)
         ):
             return
         if device_type_of_literal(target) != "cpu" and cuda_only(ctx):
@@ -1192,7 +1219,10 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         if method == "cuda" and _caller_device(ctx, _device_target(ctx, call)):
             return
         if method == "cpu" and (
-            _read_on_host(ctx, call) or _handed_to_host_code(ctx, call) or _results_handed_out(ctx, call)
+            _read_on_host(ctx, call)
+            or _handed_to_host_code(ctx, call)
+            or _results_handed_out(ctx, call)
+            or _under_input_device_test(ctx, call)
         ):
             return
         if method == "cuda" and cuda_only(ctx):
@@ -1254,8 +1284,9 @@ def _shared_global_device(ctx: Context, target: ast.AST) -> bool:
 def _read_on_host(ctx: Context, call: ast.Call) -> bool:
     """`.cpu()` that fetches values for Python (`idx.nonzero().cpu().tolist()`, also through a
     torch function of the copy, `torch.zeros_like(x.cpu()).numpy()`, or a name the
-    method later reads with `.item()`/`.numpy()`/`.tolist()`): host-side indices or numbers,
-    not the module placing its tensors on a device."""
+    method later reads with `.item()`/`.numpy()`/`.tolist()` or indexes a Python list with,
+    `model.transitions[pred_max[i]]`): host-side indices or numbers, not the module placing its
+    tensors on a device."""
     node: ast.AST = call
     stack = ctx.stack
     i = len(stack) - 1
@@ -1281,11 +1312,26 @@ def _read_on_host(ctx: Context, call: ast.Call) -> bool:
     if not isinstance(target, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     return any(
-        isinstance(sub, ast.Call)
-        and isinstance(sub.func, ast.Attribute)
-        and sub.func.attr in HOST_VALUE_METHODS
-        and any(isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(sub.func.value))
+        (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr in HOST_VALUE_METHODS
+            and any(isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(sub.func.value))
+        )
+        or _indexes_python_values(ctx, sub, target.id)
         for sub in ast.walk(fn)
+    )
+
+
+def _indexes_python_values(ctx: Context, node: ast.AST, name: str) -> bool:
+    """`model.transitions[pred_max[idx]]`: the host copy picks items of a Python list (an
+    attribute of another object, not a tensor of this module)."""
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and not _is_self_attr_read(node.value)
+        and not ctx.is_tensor(node.value)
+        and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.slice))
     )
 
 
@@ -2052,9 +2098,12 @@ def _copy_of_state(value: ast.AST, attr: str) -> bool:
 
 
 def _retypes_itself(ctx: Context, node: ast.Assign, attr: str) -> bool:
-    """`self.<attr> = self.<attr>.type_as(x)` / `.to(x)` / `.to(x.device)`, with `x` a local name,
-    not `self` nor an import (`.to(torch.float16)` follows no input)."""
+    """`self.<attr> = self.<attr>.type_as(x)` / `.to(x)` / `.to(x.device)` / `.to(dtype=x.dtype,
+    device=x.device)` (also as one arm of `... if self.<attr> is not None else None`), with `x` a
+    local name, not `self` nor an import (`.to(torch.float16)` follows no input)."""
     v = node.value
+    if isinstance(v, ast.IfExp):
+        v = v.body if isinstance(v.body, ast.Call) else v.orelse
     if not (
         len(node.targets) == 1
         and _is_self_attr(node.targets[0], attr)
@@ -2062,10 +2111,12 @@ def _retypes_itself(ctx: Context, node: ast.Assign, attr: str) -> bool:
         and isinstance(v.func, ast.Attribute)
         and v.func.attr in _RETYPES
         and _is_self_attr(v.func.value, attr)
-        and len(v.args) == 1
     ):
         return False
-    root = v.args[0]
+    target = v.args[0] if len(v.args) == 1 else keyword(v, "device") if not v.args else None
+    if target is None:
+        return False
+    root = target
     while isinstance(root, ast.Attribute):
         root = root.value
     return isinstance(root, ast.Name) and root.id != "self" and ctx.resolve_import(root.id) is None

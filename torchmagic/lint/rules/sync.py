@@ -1953,6 +1953,39 @@ def _returns_a_python_answer(ctx: Context, node: ast.IfExp) -> bool:
     return False
 
 
+def _once_per_process(ctx: Context) -> bool:
+    """The code sits under `if "k" not in seen:` (or `if not "k" in seen:`) in a function that
+    stores `seen["k"] = ...`: a check memoised on a flag, made on the first call only."""
+    fn = ctx.frame.node
+    if fn is None:
+        return False
+    for up in ctx.stack:
+        if not isinstance(up, ast.If):
+            continue
+        test = up.test
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        cmp = test.operand if negated else test  # type: ignore[attr-defined]
+        if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1 and isinstance(cmp.left, ast.Constant)):
+            continue
+        if not isinstance(cmp.ops[0], ast.In if negated else ast.NotIn):
+            continue
+        holder = ast.unparse(cmp.comparators[0])
+        key = cmp.left.value
+        if any(
+            isinstance(n, ast.Assign)
+            and any(
+                isinstance(t, ast.Subscript)
+                and ast.unparse(t.value) == holder
+                and isinstance(t.slice, ast.Constant)
+                and t.slice.value == key
+                for t in n.targets
+            )
+            for n in ast.walk(fn)
+        ):
+            return True
+    return False
+
+
 def _read_by_the_statement_before(ctx: Context, node: ast.AST, test: ast.AST) -> bool:
     """The statement just before this one printed or copied to the host every tensor the test
     reads (`print(f"error: {err:.2e}")` then `assert err < 1e-4`), and the test computes
@@ -1992,6 +2025,8 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         return  # `if keep.sum() == 0: return []` before `boxes[keep]`, which waits anyway
     if isinstance(node, ast.If) and _answers_the_host(ctx, node) and not _registered_as_hook(ctx):
         return  # `if not torch.isfinite(w).all(): raise ValueError(...)`: only the host can raise
+    if _once_per_process(ctx):
+        return  # `if "checked" not in log: ... log["checked"] = True`: the first call only
     if isinstance(node, ast.IfExp) and _returns_a_python_answer(ctx, node):
         return  # `return 'positive' if label == 1 else 'negative'`: the function answers the host
     if not isinstance(node, ast.While) and _read_by_the_statement_before(ctx, node, test):
