@@ -10,7 +10,7 @@ from ...report import Fix
 from ..context import Context, LoopInfo
 from ..fixes import fix_of
 from ..kinds import LOADER, MODULE
-from ..nodes import has_kwargs_splat, keyword, remember, terminal_name
+from ..nodes import has_kwargs_splat, keyword, per_node, remember, terminal_name
 from ..registry import check
 from ._common import chain_root, is_cuda_move, live_function, move_target, unparse
 
@@ -98,19 +98,23 @@ def _batch_move(ctx: Context, call: ast.Call) -> bool:
 def _cpu_by_default(ctx: Context, option: str) -> bool:
     """`parser.add_argument("--device", default="cpu")`: the script runs on the CPU unless told."""
     tree = ctx.stack[0] if ctx.stack else None
-    for n in ast.walk(tree) if tree is not None else ():
-        if (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "add_argument"
-            and any(
-                isinstance(a, ast.Constant) and a.value in (f"--{option}", f"--{option.replace('_', '-')}")
-                for a in n.args
-            )
-        ):
-            default = keyword(n, "default")
-            return isinstance(default, ast.Constant) and default.value == "cpu"
-    return False
+    if tree is None:
+        return False
+    defaults = _option_defaults(tree)
+    default = defaults.get(f"--{option}", defaults.get(f"--{option.replace('_', '-')}"))
+    return isinstance(default, ast.Constant) and default.value == "cpu"
+
+
+@per_node
+def _option_defaults(tree: ast.AST) -> dict[str, ast.AST | None]:
+    """`--name` -> the `default=` of its first `add_argument`, found once per tree."""
+    out: dict[str, ast.AST | None] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument":
+            for a in n.args:
+                if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                    out.setdefault(a.value, keyword(n, "default"))
+    return out
 
 
 def _chosen_at_run_time(ctx: Context, origin: ast.AST) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from collections.abc import Callable
 from weakref import WeakKeyDictionary
 
 from .. import accelerator, libraries
@@ -94,11 +95,21 @@ def _is_once(test: ast.AST, loop_names: set[str]) -> bool:
     )
 
 
+def _in_a_conjunct(test: ast.AST, holds: Callable[[ast.AST], bool]) -> bool:
+    """`holds` for the test, or for one operand of an `and` in it (`if log and i == 0:` runs
+    no more often than `i == 0` does)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_in_a_conjunct(v, holds) for v in test.values)
+    return holds(test)
+
+
 def _is_sampled(test: ast.AST, loop_names: set[str]) -> bool:
     """`i in sample_ids`, `step in save_steps` (also within an `and`): true on the iterations
     a collection picks, not on every one."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return any(_is_sampled(v, loop_names) for v in test.values)
+    return _in_a_conjunct(test, lambda t: _sampled(t, loop_names))
+
+
+def _sampled(test: ast.AST, loop_names: set[str]) -> bool:
     return (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1
@@ -121,8 +132,10 @@ def _resets_counter(node: ast.If) -> bool:
 def _is_bounded(test: ast.AST) -> bool:
     """`len(examples) < 5`, `n_shown <= 8` (also within an `and`): a guard that lets a few
     iterations through."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return any(_is_bounded(v) for v in test.values)
+    return _in_a_conjunct(test, _bounded)
+
+
+def _bounded(test: ast.AST) -> bool:
     if (
         not isinstance(test, ast.Compare)
         or len(test.ops) != 1
@@ -156,8 +169,10 @@ def _flag_name(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
 def _is_episode_end(ctx: Context, test: ast.AST) -> bool:
     """`if done:`, `if d and info["lives"][idx] == 0:`, `if "episode" in info:`: true when an
     episode of an environment ends, once in many steps (also within an `and`)."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return any(_is_episode_end(ctx, v) for v in test.values)
+    return _in_a_conjunct(test, lambda t: _episode_end(ctx, t))
+
+
+def _episode_end(ctx: Context, test: ast.AST) -> bool:
     if (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1
@@ -857,19 +872,25 @@ def _tells_its_proposer(loop: ast.AST, call: ast.Call) -> bool:
         return False
     receiver = ast.unparse(func.value)
     passed = {a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)}
-    for sub in ast.walk(loop):
-        if (
-            isinstance(sub, ast.Assign)
-            and len(sub.targets) == 1
-            and isinstance(sub.targets[0], ast.Name)
-            and sub.targets[0].id in passed
-            and isinstance(sub.value, ast.Call)
-            and isinstance(sub.value.func, ast.Attribute)
-            and sub.value.func.attr != func.attr
-            and ast.unparse(sub.value.func.value) == receiver
-        ):
-            return True
-    return False
+    return any(
+        name in passed and proposer == receiver and method != func.attr
+        for name, proposer, method in _proposals(loop)
+    )
+
+
+@per_node
+def _proposals(loop: ast.AST) -> list[tuple[str, str, str]]:
+    """`(config, searcher, suggest)` for each `config = searcher.suggest(...)` in the loop,
+    found once per loop."""
+    return [
+        (sub.targets[0].id, ast.unparse(sub.value.func.value), sub.value.func.attr)
+        for sub in ast.walk(loop)
+        if isinstance(sub, ast.Assign)
+        and len(sub.targets) == 1
+        and isinstance(sub.targets[0], ast.Name)
+        and isinstance(sub.value, ast.Call)
+        and isinstance(sub.value.func, ast.Attribute)
+    ]
 
 
 def _builds_tensor(ctx: Context, func: ast.AST) -> bool:
