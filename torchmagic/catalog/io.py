@@ -74,7 +74,12 @@ RULES = [
             """,
         not_flagged="""
             a file the same function (or the script's top level) writes with `torch.save(obj, same_path)`:
-            a cache of this code's own, not someone else's pickle
+            a cache of this code's own, not someone else's pickle; a Lightning checkpoint (the
+            function reads its `"hyper_parameters"`, or names `"pytorch-lightning_version"`): its
+            hyper-parameters are pickled Python objects that the weights-only unpickler refuses,
+            and Lightning loads its own checkpoints in full; a load through the author's own
+            unpickler (`pickle_module=`, such as one whose `find_class` admits only torch names),
+            which decides itself what gets in
             """,
         autofix="""
             Unsafe. Drops `weights_only=False`: a file that pickles more than tensors and plain

@@ -117,12 +117,19 @@ RULES = [
             that a loop later in the iteration goes round (`labels = dets[:, -1].cpu().unique()`
             then `for c in labels:`, per-class NMS): the host needs it to know how many times
             to go round;
-            a second read of a tensor already read earlier in the same iteration; reads in a loop
+            a second read of a tensor already read earlier in the same iteration (a test on it
+            counts as a read: `if torch.isnan(loss): raise ...` then `losses.append(loss.item())`,
+            also after `loss = loss / accum_steps`, a scale by a host number); reads in a loop
             over the parts of one step (a dict's items, such as a logger's `for k, v in
             kwargs.items(): if isinstance(v, torch.Tensor): v = v.item()`, a walk over parameters
             that yields `p.grad.cpu().numpy()` when `p.grad is not None`, or a comprehension over a
             list of stored activations, `[a.cpu().numpy() for a in self.activations]`, or over a
-            model's state, `{k: v.detach().cpu() for k, v in model.state_dict().items()}`) that reads tensors which
+            model's state, `{k: v.detach().cpu() for k, v in model.state_dict().items()}`, or over
+            the positions of a list, `[embs[i][run].cpu().numpy() for i in range(len(embs))]`, not
+            over a tensor's rows, `[t[i].cpu() for i in range(len(t))]`; or a loop, in no other
+            loop, over values a name already holds, such as a detector's outputs, `for pred in
+            predictions: boxes = pred["boxes"].detach().cpu().numpy()`, when it calls nothing but
+            such copies, container methods and builtins) that reads tensors which
             already exist and queues no GPU work: the first read drains the queue and the others
             wait for nothing (a read that computes, `v.float().mean().item()`, is still flagged); a read after
             another read earlier in the same statement that computes nothing itself (`if pred.item()

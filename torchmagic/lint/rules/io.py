@@ -344,6 +344,10 @@ def unsafe_load(call: ast.Call, ctx: Context) -> None:
         return
     if _written_here(ctx, call):
         return  # a cache this code writes itself: nobody else's pickle
+    if keyword(call, "pickle_module") is not None:
+        return  # the author's own unpickler decides what loads (a restricted `find_class`)
+    if _lightning_checkpoint(ctx, call):
+        return  # Lightning pickles the hyper-parameters: its own loader unpickles them in full
     ctx.flag(
         call,
         f"`{unparse(call, 60)}` unpickles arbitrary code from the file.",
@@ -351,6 +355,23 @@ def unsafe_load(call: ast.Call, ctx: Context) -> None:
         " drop `weights_only=False`; where it also holds Python objects you trust, allow exactly those:"
         " `with torch.serialization.safe_globals([datetime.datetime]): torch.load(f)`.",
         fix=_drop_weights_only(ctx, call),
+    )
+
+
+# what only a Lightning checkpoint holds: its hyper-parameters, pickled as Python objects
+_LIGHTNING_KEYS = frozenset({"hyper_parameters", "pytorch-lightning_version", "hparams_name"})
+
+
+def _lightning_checkpoint(ctx: Context, load: ast.Call) -> bool:
+    """`ckpt = torch.load(path, weights_only=False)` and then `ckpt["hyper_parameters"]` in the
+    same function: a Lightning checkpoint, whose hyper-parameters (config objects, classes)
+    the weights-only unpickler refuses, and which Lightning itself loads in full."""
+    scope = next(
+        (n for n in reversed(ctx.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+        ctx.stack[0] if ctx.stack else None,
+    )
+    return scope is not None and any(
+        isinstance(sub, ast.Constant) and sub.value in _LIGHTNING_KEYS for sub in ast.walk(scope)
     )
 
 

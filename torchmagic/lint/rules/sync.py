@@ -1054,23 +1054,24 @@ def _read_keys(ctx: Context, expr: ast.AST) -> set[str]:
 
 def _reads_in(ctx: Context, node: ast.AST) -> list[ast.AST]:
     """The values the TM301 reads in `node` (its parts that run whenever it runs) copy to the
-    host: `loss` of `loss.item()`, the tensor of `print(<tensor>)`."""
+    host: `loss` of `loss.item()`, the tensor of `print(<tensor>)`, the tensors an `if` or
+    `assert` decides on."""
     out: list[ast.AST] = []
     todo = [node]
     while todo:
         n = todo.pop()
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        if isinstance(n, (ast.If, ast.While)):
+        if isinstance(n, (ast.If, ast.While, ast.Assert, ast.IfExp)):
+            if ctx.is_tensor(n.test):
+                # `if torch.isnan(loss): raise ...`: deciding on a tensor copies it to the host
+                out.extend(_tensors_in(ctx, n.test))
             todo.append(n.test)
             continue
         if isinstance(n, (ast.For, ast.AsyncFor)):
             todo.append(n.iter)
             continue
         if isinstance(n, ast.Try) or isinstance(n, _COMPREHENSIONS):
-            continue
-        if isinstance(n, ast.IfExp):
-            todo.append(n.test)
             continue
         if isinstance(n, ast.BoolOp):
             todo.append(n.values[0])
@@ -1161,9 +1162,33 @@ def _read_earlier_in_iteration(ctx: Context, before: list[ast.AST], keys: set[st
     synced: set[str] = set()
     for node in before:
         synced.update(_synced_by(ctx, node))
-        for bound in _rebinds(node):
+        for bound in _rebinds(node) - _scaled_in_place(ctx, node):
             synced.difference_update({k for k in synced if k == bound or k.startswith(bound + ".")})
     return keys <= synced
+
+
+def _scaled_in_place(ctx: Context, node: ast.AST) -> set[str]:
+    """`loss = loss / len(batch_group)`, `loss /= accum`: a value scaled by a host number, one
+    tiny kernel on what was already read; reading it again waits for next to nothing."""
+    if isinstance(node, ast.AugAssign):
+        target, op, operand = node.target, node.op, node.value
+    elif (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.value, ast.BinOp)
+        and ast.unparse(node.value.left) == ast.unparse(node.targets[0])
+    ):
+        target, op, operand = node.targets[0], node.value.op, node.value.right
+    else:
+        return set()
+    if not isinstance(target, (ast.Name, ast.Attribute)) or not isinstance(op, (ast.Div, ast.Mult)):
+        return set()
+    host = (
+        isinstance(operand, ast.Constant)
+        or (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name) and operand.func.id == "len")
+        or ctx.kind(operand) == NUMBER
+    )
+    return {ast.unparse(target)} if host else set()
 
 
 # methods that return a view or the same data: reading through them launches no GPU work
@@ -1314,7 +1339,7 @@ def _over_batch_items(ctx: Context, loop: ast.For | ast.AsyncFor) -> bool:
     )
 
 
-def _loop_queues_nothing(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
+def _loop_queues_nothing(ctx: Context, loop: ast.AST, value: ast.AST, call: ast.Call) -> bool:
     """`for k, v in kwargs.items(): if isinstance(v, torch.Tensor): v = v.item()`: a loop over
     the parts of one step (a dict's items, parameters, a short literal) that walks tensors which
     already exist and queues no GPU work of its own: the first read drains the queue and the
@@ -1322,15 +1347,72 @@ def _loop_queues_nothing(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
     `.tolist()` would replace those copies."""
     if isinstance(loop, _COMPREHENSIONS):
         return _comprehension_queues_nothing(ctx, loop, value)
-    if not isinstance(loop, (ast.For, ast.AsyncFor)) or is_step_loop(loop):
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return False
     it = loop.iter
     if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
         it = it.args[0]
+    if is_step_loop(loop) and not (_walks_held_values(ctx, it) and _only_copies_out(loop, call)):
+        return False
     if not _launches_no_work(value) or ctx.kind(it) in TENSOR_KINDS:
         return False
     host = _rebinds(loop.target)
     return all(_queues_no_gpu_work(ctx, part, host) for part in [loop.iter, *loop.body])
+
+
+def _walks_held_values(ctx: Context, it: ast.AST) -> bool:
+    """`for pred in predictions:` in no other loop: a walk over values a name already holds (a
+    model's list of outputs), not over batches a loader makes or a generator computes."""
+    return (
+        len(ctx.loops) == 1
+        and isinstance(it, (ast.Name, ast.Attribute))
+        and ctx.kind(it) not in (LOADER, DATASET)
+    )
+
+
+# what a loop that only files host copies away calls, besides the copies themselves
+_FILING = frozenset({"append", "extend", "update", "get", "items", "keys", "values", "astype", "squeeze"})
+
+
+def _only_copies_out(loop: ast.AST, call: ast.Call) -> bool:
+    """`prediction["boxes"] = pred["boxes"].detach().cpu().numpy()`, then `out.append(...)`:
+    the read is a copy (`.cpu()`, `.numpy()`), and the loop calls nothing but such copies,
+    container methods and builtins, so no function of the program can queue GPU work in it.
+    Not a number read per value (`.item()`, `.tolist()`: one `.tolist()` of a stacked tensor)."""
+    if not isinstance(call.func, ast.Attribute) or call.func.attr not in ("cpu", "numpy"):
+        return False
+    for n in ast.walk(loop):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Attribute):
+            if f.attr in ("cpu", "numpy", "detach", "append") or f.attr in _FILING or f.attr in _NO_WORK:
+                continue
+            return False
+        if not (isinstance(f, ast.Name) and f.id in vars(builtins) and f.id != "print"):
+            return False
+    return True
+
+
+def _row_of(value: ast.AST, seq: ast.AST) -> bool:
+    """`seq[i]` itself, not a part of it (`seq[i][run]`, `seq[i].labels`)."""
+    return isinstance(value, ast.Subscript) and ast.unparse(value.value) == ast.unparse(seq)
+
+
+def _indexed(it: ast.AST) -> ast.AST:
+    """`range(len(xs))` -> `xs`: a walk over the positions of a sequence walks the sequence."""
+    if (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id == "range"
+        and len(it.args) == 1
+        and isinstance(it.args[0], ast.Call)
+        and isinstance(it.args[0].func, ast.Name)
+        and it.args[0].func.id == "len"
+        and len(it.args[0].args) == 1
+    ):
+        return it.args[0].args[0]
+    return it
 
 
 def _comprehension_queues_nothing(ctx: Context, comp: ast.AST, value: ast.AST) -> bool:
@@ -1343,7 +1425,9 @@ def _comprehension_queues_nothing(ctx: Context, comp: ast.AST, value: ast.AST) -
         return False  # in a batch loop, its first copy waits for each batch's work
     if len(gens) != 1 or gens[0].ifs or not _launches_no_work(value):
         return False
-    it = gens[0].iter
+    it = _indexed(gens[0].iter)
+    if it is not gens[0].iter and _row_of(value, it):
+        return False  # `[t[i].cpu() for i in range(len(t))]`: rows of what may be one tensor
     while isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
         if it.func.attr not in _MODEL_STATE | {"items", "values"}:
             return False
@@ -1506,7 +1590,7 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             or _after_a_read_in_statement(ctx, call, value)
         ):
             return  # the first read of the iteration is the finding
-    if value is not None and _loop_queues_nothing(ctx, loop, value):
+    if value is not None and _loop_queues_nothing(ctx, loop, value, call):
         return  # only the first iteration's read waits: nothing is queued after it
     if _offloads_on_request(ctx, call):
         return  # `if cpu_offload: shard = shard.cpu()`: freeing device memory is the point
