@@ -27,7 +27,10 @@ RULES = [
             """,
         fix="out = x.max(dim=1).values      # or broadcasting, gather, torch.where",
         not_flagged="""
-            loops over batches from a DataLoader, epochs, layers; bodies that run a model or
+            loops over batches from a DataLoader, epochs, layers; a loop in the branch where an
+            `isinstance` test says the name holds a Python container (`if isinstance(data, (list,
+            tuple)): for d in data:`, whatever its annotation says; all rules read names this
+            way); bodies that run a model or
             submodule per item (a forward pass per value: `self.cell(...)`, `dec(z)` with
             `dec = self.net.decoder`, or a method of a model, `agent.act(obs)`); recurrences
             (`h = cell(x[t], h)`), rollouts whose body reads a name before a later line of it assigns

@@ -62,6 +62,28 @@ if sys.version_info >= (3, 11):
     _BLOCKS = (*_BLOCKS, ast.TryStar)
 
 
+# types whose `isinstance` test says a value is a Python container or number, not a tensor
+_CONTAINER_TYPES = frozenset(
+    {
+        "list",
+        "tuple",
+        "dict",
+        "set",
+        "str",
+        "int",
+        "float",
+        "bool",
+        "collections.abc.Sequence",
+        "collections.abc.Mapping",
+        "typing.Sequence",
+        "typing.Mapping",
+        "Sequence",
+        "Mapping",
+        "numpy.ndarray",
+    }
+)
+
+
 @dataclass
 class ClassInfo:
     """A class defined in the source, and what it is to PyTorch."""
@@ -440,6 +462,38 @@ class Context:
         return self._live_kinds[name]
 
     # ---- what an expression holds -------------------------------------------------------
+    def _narrowed_to_a_container(self, node: ast.Name) -> bool:
+        """`if isinstance(data, (list, tuple)): for d in data: ...`: in the branch where a test
+        of this source says the name holds a Python container (or, in the `else` of
+        `isinstance(x, torch.Tensor)`, anything but a tensor), it is no tensor there, whatever
+        its annotation or another binding says."""
+        line = getattr(node, "lineno", None)
+        if line is None:
+            return False
+        for anc in self.stack:
+            if not isinstance(anc, ast.If):
+                continue
+            test = anc.test
+            if not (
+                isinstance(test, ast.Call)
+                and isinstance(test.func, ast.Name)
+                and test.func.id == "isinstance"
+                and len(test.args) == 2
+                and isinstance(test.args[0], ast.Name)
+                and test.args[0].id == node.id
+            ):
+                continue
+            types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+            names = [self.qualname(t) or ast.unparse(t) for t in types]
+            for branch, containers in ((anc.body, True), (anc.orelse, False)):
+                if not branch or not branch[0].lineno <= line <= (branch[-1].end_lineno or 0):
+                    continue
+                if containers and all(n in _CONTAINER_TYPES for n in names):
+                    return True
+                if not containers and any(n in ("torch.Tensor", "Tensor") for n in names):
+                    return True
+        return False
+
     def is_tensor(self, node: ast.AST) -> bool:
         return self.kind(node) in TENSOR_KINDS
 
@@ -448,7 +502,10 @@ class Context:
             return None
         t = type(node)
         if t is ast.Name:
-            return self.lookup(node.id)  # type: ignore[attr-defined]
+            found = self.lookup(node.id)  # type: ignore[attr-defined]
+            if found in TENSOR_KINDS and self._narrowed_to_a_container(node):  # type: ignore[arg-type]
+                return None
+            return found
         if t is ast.Constant:
             v = node.value  # type: ignore[attr-defined]
             if v is None:
