@@ -210,7 +210,13 @@ RULES = [
             conditions are still flagged, since it may be called on every step, and so is a
             top-level `while`); an `assert` outside loops in a test function (`def test_...()`, or a
             bare `def test():` without parameters; an evaluation `def test(model, loader)` is not one),
-            the check the test makes once per run; the stop test of a `while` loop that stops on a value it computes
+            the check the test makes once per run; an `assert` outside loops that checks what the
+            function was given, on its arguments or on tensors computed from them alone (`steps =
+            torch.diff(t_eval)` then `assert (steps - steps[0]).abs().max() < 1e-8, "..."`), or in
+            `__init__` on the object's construction: a precondition that must raise, as `if ...:
+            raise` (one in `forward`, which runs on every step, and one on the function's own
+            state or results, `assert weights.sum() - 1 < 1e-5` with `weights` from `self.`, are
+            still flagged); the stop test of a `while` loop that stops on a value it computes
             (`if token == eos_idx: break` in greedy decoding): the loop cannot go on without it; likewise an `if`
             whose block ends with `break`/`return` in a `for` loop over `range(...)` that trains nothing (no
             `backward()`, no `step()`), such as

@@ -1947,6 +1947,37 @@ def _in_a_test(ctx: Context) -> bool:
     return fn.name.startswith("test_") or (fn.name == "test" and not parameters(fn))
 
 
+def _validates_input(ctx: Context, test: ast.AST) -> bool:
+    """An `assert` that checks what the function was given: in `__init__` (once per object, on
+    its construction arguments), or on tensors computed only from the function's parameters
+    (`steps = torch.diff(problem.t_eval)` then an assert on `steps`), outside `forward`. A
+    precondition that must raise, as `if ...: raise`; not a check of the function's own state
+    or results (`self.`...)."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if fn.name == "__init__":
+        return True
+    if fn.name == "forward":
+        return False  # runs on every step: a check of each batch there is a wait per step
+    given = parameters(fn) - {"self", "cls"}
+    if not given:
+        return False
+    line = test.lineno
+    for stmt in ast.walk(fn):
+        if not isinstance(stmt, ast.Assign) or stmt.lineno >= line:
+            continue
+        names = {
+            n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        }
+        if names and all(n in given or n in ctx.imports for n in names):
+            given |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+    roots = {n.id for n in ast.walk(test) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - set(
+        ctx.imports
+    )
+    return bool(roots) and roots <= given
+
+
 def _runs_once(ctx: Context, node: ast.AST) -> bool:
     """A condition at the top level of a script or cell, in no loop and no function (which
     may be called again and again): it waits once per run, to decide on a result the host
@@ -2126,6 +2157,8 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         return  # `if argmax == 1: print("positive")` at the top level: one wait, for a result
     if isinstance(node, ast.Assert) and not ctx.in_loop and _in_a_test(ctx):
         return  # `assert err.abs().max() < 1e-10` in `def test_...()`: the check a test makes
+    if isinstance(node, ast.Assert) and not ctx.in_loop and _validates_input(ctx, test):
+        return  # `assert not torch.any(indices == -1), "..."`: a precondition on what the caller passed
     if _guards_masked_indexing(ctx, node):
         return  # `if keep.sum() == 0: return []` before `boxes[keep]`, which waits anyway
     if isinstance(node, ast.If) and _answers_the_host(ctx, node) and not _registered_as_hook(ctx):
