@@ -89,9 +89,14 @@ RULES = [
             place their submodules on two or more devices (`self.a = ....to("cuda:0")`, `self.b = ....to("cuda:1")`), where
             moving activations between the parts is the point; `.cuda()` and CUDA literals in code that runs on CUDA only
             (the file, notebook or project says so, as for TM201); moves under a CUDA flag the caller sets
-            (`if self.use_cuda: h = h.cuda()`); `.cpu()` under a test of the input's own device (`if x.device.type in
+            (`if self.use_cuda: h = h.cuda()`; also under another name, `if self.dp:` where the class
+            sets `self.dp = conf["use_gpu"]`, though not in that test's `else`, the CPU branch, where
+            a `.cuda()` is flagged); `.cpu()` under a test of the input's own device (`if x.device.type in
             ["mps", "xpu"]: x = x.cpu()`, also through a name bound to that test: a backend workaround);
-            `.to("cpu", non_blocking=True)`, an asynchronous fetch of a value for the host;
+            `.to("cpu", non_blocking=True)`, an asynchronous fetch of a value for the host; `.cpu()`
+            under a switch that asks for host memory (`if self.cpu_cache: feat = feat.cpu()`, also
+            around a loop; the `.cuda()` that brings the feature back is still flagged, as
+            `.to(x.device)` does the same on every device);
             `.cpu()` / `.to("cpu")` that fetches values for Python (chained with
             `.tolist()`/`.numpy()`/`.item()`, also through a torch function of the copy,
             `torch.zeros_like(x.cpu()).numpy()`, or bound to a name the method reads that way: host-side indices from

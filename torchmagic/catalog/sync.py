@@ -97,8 +97,9 @@ RULES = [
             `torch.tensor([tok])`, `x.new([tok])` or `torch.tensor([ids[-1]])` in the loop), a result told
             back with its candidate to the object that proposes the next one (`config =
             searcher.suggest()` ... `searcher.update(config, float(error.cpu()))`), a copy to the host
-            under a switch that asks for offloading (`if cpu_offload: shard = shard.cpu()`: each
-            tensor leaves device memory as soon as it is ready, which is the point), except when the loop
+            under a switch that asks for offloading (`if cpu_offload: shard = shard.cpu()`, `if
+            self.cpu_cache:` around a loop of `feat.cpu()` copies: each tensor leaves device memory
+            as soon as it is ready, which is the point), except when the loop
             walks a tensor's elements (`[vocab[i.item()] for i in ids]`: one `.tolist()` would do);
             an id the host files results under (`{t["image_id"].item(): out for ...}`,
             `f"{idx.item():06d}.png"`, also through a name: a key of a dict display or

@@ -59,7 +59,41 @@ def _names_cuda_flag(test: ast.AST) -> bool:
             return True
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value.startswith("cuda"):
             return True
+        if isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant):
+            key = str(sub.slice.value).lower()
+            if "cuda" in key or "gpu" in key:
+                return True  # `conf["use_gpu"]`
     return False
+
+
+def cuda_flag_attribute(ctx: Context, test: ast.AST) -> bool:
+    """`if self.dp:` where the class sets `self.dp = conf["use_gpu"]` (or `= use_cuda`): an
+    attribute that holds the caller's CUDA switch under another name (a flag read as it was
+    given, not a device the class builds, `torch.device("cuda" if ... else "cpu")`)."""
+    cls = next((n for n in reversed(ctx.stack) if isinstance(n, ast.ClassDef)), None)
+    if cls is None:
+        return False
+    attrs = {
+        sub.attr
+        for sub in ast.walk(test)
+        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "self"
+    }
+    if not attrs:
+        return False
+    return any(
+        isinstance(n, ast.Assign)
+        and any(
+            isinstance(t, ast.Attribute)
+            and isinstance(t.value, ast.Name)
+            and t.value.id == "self"
+            and t.attr in attrs
+            for t in n.targets
+        )
+        and isinstance(n.value, (ast.Name, ast.Attribute, ast.Subscript, ast.BoolOp))
+        and _names_cuda_flag(n.value)
+        and "is_available" not in ast.unparse(n.value)
+        for n in ast.walk(cls)
+    )
 
 
 def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
@@ -67,9 +101,17 @@ def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
     the user asked for CUDA, so the code already runs on a machine without one."""
     path = [*ctx.stack, call]
     for anc, child in zip(path, path[1:]):
-        if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and _names_cuda_flag(anc.test):
+        if not isinstance(anc, (ast.If, ast.IfExp)) or child is anc.test:
+            continue
+        if _names_cuda_flag(anc.test):
             return True
+        if _in_body(anc, child) and cuda_flag_attribute(ctx, anc.test):
+            return True  # the `else` of `if self.dp:` is the CPU branch: a `.cuda()` there is a slip
     return False
+
+
+def _in_body(branch: ast.If | ast.IfExp, child: ast.AST) -> bool:
+    return child is branch.body if isinstance(branch, ast.IfExp) else child in branch.body
 
 
 def cuda_only(ctx: Context) -> bool:

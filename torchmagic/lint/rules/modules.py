@@ -40,7 +40,8 @@ from ..nodes import (
 )
 from ..registry import check
 from ._common import chain_nodes, chain_root, name_like, switches_grad_off, unparse, unparse_operand
-from .devices import _tensorless_loss, cuda_only, under_cuda_guard
+from .devices import _in_body, _tensorless_loss, cuda_flag_attribute, cuda_only, under_cuda_guard
+from .sync import offloads_on_request
 
 FACTORIES = NEW_TENSOR_FUNCS | {"logspace", "as_tensor", "normal"}
 
@@ -599,8 +600,11 @@ def _caller_cuda_flag(ctx: Context, call: ast.Call) -> bool:
         return False
     fn = ctx.frame.node
     params = _params(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
-    for anc in ctx.stack:
+    path = [*ctx.stack, call]
+    for anc, child in zip(path, path[1:]):
         if isinstance(anc, (ast.If, ast.IfExp)):
+            if _in_body(anc, child) and cuda_flag_attribute(ctx, anc.test):
+                return True
             for sub in ast.walk(anc.test):
                 text = (
                     sub.attr
@@ -1223,6 +1227,7 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
             or _handed_to_host_code(ctx, call)
             or _results_handed_out(ctx, call)
             or _under_input_device_test(ctx, call)
+            or offloads_on_request(ctx, call)  # `if self.cpu_cache: feat = feat.cpu()`: asked for
         ):
             return
         if method == "cuda" and cuda_only(ctx):

@@ -1444,9 +1444,9 @@ def _comprehension_queues_nothing(ctx: Context, comp: ast.AST, value: ast.AST) -
     return _queues_no_gpu_work(ctx, elt, host)
 
 
-def _offloads_on_request(ctx: Context, call: ast.Call) -> bool:
-    """`if cpu_offload: shard = shard.cpu()`: a copy to the host under a switch that asks for
-    offloading. Each tensor leaves the device as soon as it is ready so that device memory never
+def offloads_on_request(ctx: Context, call: ast.Call) -> bool:
+    """`if cpu_offload: shard = shard.cpu()`, `if self.cpu_cache: feat = feat.cpu()`: a copy to
+    the host under a switch that asks for offloading. Each tensor leaves the device as soon as it is ready so that device memory never
     holds them all; keeping them on the device until after the loop defeats what was asked."""
     f = call.func
     if not isinstance(f, ast.Attribute) or not (
@@ -1455,15 +1455,21 @@ def _offloads_on_request(ctx: Context, call: ast.Call) -> bool:
         return False
     child: ast.AST = call
     for up in reversed(ctx.stack):
-        if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.For, ast.While)):
-            return False
+        if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False  # a loop may sit inside the switch: `if self.cpu_cache: for i in ...:`
         taken = (isinstance(up, ast.If) and any(s is child for s in up.body)) or (
             isinstance(up, ast.IfExp) and up.body is child
         )
-        if taken and any("offload" in w.lower() for w in _words(up.test)):  # type: ignore[attr-defined]
+        if taken and any(_asks_to_offload(w) for w in _words(up.test)):  # type: ignore[attr-defined]
             return True
         child = up
     return False
+
+
+def _asks_to_offload(word: str) -> bool:
+    """`cpu_offload`, `offload_to_cpu`, `cpu_cache` (keep features in host memory as they come)."""
+    low = word.lower()
+    return "offload" in low or ("cpu" in low and "cache" in low)
 
 
 def _words(expr: ast.AST) -> list[str]:
@@ -1592,7 +1598,7 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             return  # the first read of the iteration is the finding
     if value is not None and _loop_queues_nothing(ctx, loop, value, call):
         return  # only the first iteration's read waits: nothing is queued after it
-    if _offloads_on_request(ctx, call):
+    if offloads_on_request(ctx, call):
         return  # `if cpu_offload: shard = shard.cpu()`: freeing device memory is the point
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
     if place == accelerator.CPU or accelerator.in_cpu_branch(ctx, call):
