@@ -1386,7 +1386,7 @@ def _only_copies_out(loop: ast.AST, call: ast.Call) -> bool:
             continue
         f = n.func
         if isinstance(f, ast.Attribute):
-            if f.attr in ("cpu", "numpy", "detach", "append") or f.attr in _FILING or f.attr in _NO_WORK:
+            if f.attr in ("cpu", "numpy") or f.attr in _FILING or f.attr in _NO_WORK:
                 continue
             return False
         if not (isinstance(f, ast.Name) and f.id in vars(builtins) and f.id != "print"):
