@@ -152,9 +152,7 @@ def is_accelerator_target(ctx: Context, target: ast.AST | None) -> bool:
 def _cpu_parameter(ctx: Context, name: str) -> bool:
     """`def make_data(n, device="cpu")`, every call of which in this source leaves the default
     or passes a CPU device (a literal, or a name only ever bound to one: `device = "cpu"`)."""
-    fn = next(
-        (n for n in reversed(ctx.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None
-    )
+    fn = ctx.enclosing_function()
     if fn is None or ctx.stack[0] is fn:
         return False
     return remember(fn, f"cpu_parameter:{name}", lambda: _cpu_parameter_of(ctx.stack[0], fn, name))

@@ -231,6 +231,12 @@ class Context:
     def cls(self) -> ClassInfo | None:
         return self.frame.cls
 
+    def enclosing_function(self) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The innermost `def` around the node being checked (a lambda is not one)."""
+        return next(
+            (n for n in reversed(self.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None
+        )
+
     @property
     def method(self) -> str | None:
         return self.frame.method

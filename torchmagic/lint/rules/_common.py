@@ -193,6 +193,13 @@ def root_name(node: ast.AST) -> str | None:
     return root.id if isinstance(root, ast.Name) else None
 
 
+def self_attr_name(node: ast.AST) -> str | None:
+    """`X` for `self.X`; None for anything else."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
 def switches_grad_off(node: ast.AST) -> bool:
     """`m.requires_grad_(False)`: the module or tensor stops recording gradients."""
     return (

@@ -28,6 +28,7 @@ from ..nodes import (
     keyword,
     own_nodes,
     parents_of,
+    per_node,
     remember,
     terminal_name,
     top_level_calls,
@@ -39,6 +40,7 @@ from ._common import (
     is_cuda_literal,
     is_cuda_move,
     move_target,
+    self_attr_name,
     unparse,
     unparse_operand,
 )
@@ -73,26 +75,22 @@ def cuda_flag_attribute(ctx: Context, test: ast.AST) -> bool:
     cls = next((n for n in reversed(ctx.stack) if isinstance(n, ast.ClassDef)), None)
     if cls is None:
         return False
-    attrs = {
-        sub.attr
-        for sub in ast.walk(test)
-        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "self"
-    }
-    if not attrs:
-        return False
-    return any(
-        isinstance(n, ast.Assign)
-        and any(
-            isinstance(t, ast.Attribute)
-            and isinstance(t.value, ast.Name)
-            and t.value.id == "self"
-            and t.attr in attrs
-            for t in n.targets
-        )
+    flags = _cuda_flag_attributes(cls)
+    return any(self_attr_name(sub) in flags for sub in ast.walk(test))
+
+
+@per_node
+def _cuda_flag_attributes(cls: ast.ClassDef) -> frozenset[str]:
+    """The `self.` attributes the class sets from a CUDA flag, found once per class."""
+    return frozenset(
+        attr
+        for n in ast.walk(cls)
+        if isinstance(n, ast.Assign)
         and isinstance(n.value, (ast.Name, ast.Attribute, ast.Subscript, ast.BoolOp))
         and _names_cuda_flag(n.value)
         and "is_available" not in ast.unparse(n.value)
-        for n in ast.walk(cls)
+        for t in n.targets
+        if (attr := self_attr_name(t)) is not None
     )
 
 
@@ -174,9 +172,7 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
 def _implements_cuda(ctx: Context) -> bool:
     """`def cuda(self): self.net.cuda()` in a class: the object's own `.cuda()` passes the
     request on to what it holds, and the caller chose the device by calling it."""
-    function = next(
-        (n for n in reversed(ctx.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None
-    )
+    function = ctx.enclosing_function()
     if function is None or function.name != "cuda":
         return False
     index = ctx.stack.index(function)

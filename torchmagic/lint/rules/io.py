@@ -346,7 +346,7 @@ def unsafe_load(call: ast.Call, ctx: Context) -> None:
         return  # a cache this code writes itself: nobody else's pickle
     if keyword(call, "pickle_module") is not None:
         return  # the author's own unpickler decides what loads (a restricted `find_class`)
-    if _lightning_checkpoint(ctx, call):
+    if _lightning_checkpoint(ctx):
         return  # Lightning pickles the hyper-parameters: its own loader unpickles them in full
     ctx.flag(
         call,
@@ -362,14 +362,16 @@ def unsafe_load(call: ast.Call, ctx: Context) -> None:
 _LIGHTNING_KEYS = frozenset({"hyper_parameters", "pytorch-lightning_version", "hparams_name"})
 
 
-def _lightning_checkpoint(ctx: Context, load: ast.Call) -> bool:
+def _load_scope(ctx: Context) -> ast.AST | None:
+    """The function around the load, or the whole source at its top level."""
+    return ctx.enclosing_function() or (ctx.stack[0] if ctx.stack else None)
+
+
+def _lightning_checkpoint(ctx: Context) -> bool:
     """`ckpt = torch.load(path, weights_only=False)` and then `ckpt["hyper_parameters"]` in the
     same function: a Lightning checkpoint, whose hyper-parameters (config objects, classes)
     the weights-only unpickler refuses, and which Lightning itself loads in full."""
-    scope = next(
-        (n for n in reversed(ctx.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
-        ctx.stack[0] if ctx.stack else None,
-    )
+    scope = _load_scope(ctx)
     return scope is not None and any(
         isinstance(sub, ast.Constant) and sub.value in _LIGHTNING_KEYS for sub in ast.walk(scope)
     )
@@ -382,10 +384,7 @@ def _written_here(ctx: Context, load: ast.Call) -> bool:
     if f is None:
         return False
     path = ast.unparse(f)
-    scope = next(
-        (n for n in reversed(ctx.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
-        ctx.stack[0] if ctx.stack else None,
-    )
+    scope = _load_scope(ctx)
     for sub in ast.walk(scope) if scope is not None else ():
         if isinstance(sub, ast.Call) and ctx.qualname(sub.func) == "torch.save":
             target = sub.args[1] if len(sub.args) > 1 else keyword(sub, "f")

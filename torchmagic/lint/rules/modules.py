@@ -39,7 +39,15 @@ from ..nodes import (
     terminal_name,
 )
 from ..registry import check
-from ._common import chain_nodes, chain_root, name_like, switches_grad_off, unparse, unparse_operand
+from ._common import (
+    chain_nodes,
+    chain_root,
+    name_like,
+    self_attr_name,
+    switches_grad_off,
+    unparse,
+    unparse_operand,
+)
 from .devices import _in_body, _tensorless_loss, cuda_flag_attribute, cuda_only, under_cuda_guard
 from .sync import offloads_on_request
 
@@ -1208,11 +1216,7 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
             return
         label = f".to({unparse(target, 30)})"
         if device_type_of_literal(target) == "cpu" and (
-            _read_on_host(ctx, call)
-            or _handed_to_host_code(ctx, call)
-            or _results_handed_out(ctx, call)
-            or _under_input_device_test(ctx, call)
-            or _fetched_without_waiting(call)
+            _copied_for_the_host(ctx, call) or _fetched_without_waiting(call)
         ):
             return
         if device_type_of_literal(target) != "cpu" and cuda_only(ctx):
@@ -1223,10 +1227,7 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         if method == "cuda" and _caller_device(ctx, _device_target(ctx, call)):
             return
         if method == "cpu" and (
-            _read_on_host(ctx, call)
-            or _handed_to_host_code(ctx, call)
-            or _results_handed_out(ctx, call)
-            or _under_input_device_test(ctx, call)
+            _copied_for_the_host(ctx, call)
             or offloads_on_request(ctx, call)  # `if self.cpu_cache: feat = feat.cpu()`: asked for
         ):
             return
@@ -1237,6 +1238,18 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call.func.value, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
         _move_hint(ctx, call, fresh),
+    )
+
+
+def _copied_for_the_host(ctx: Context, call: ast.Call) -> bool:
+    """A copy to the CPU (`.cpu()`, `.to("cpu")`) that serves host code, not a placement the
+    module chose: values read in Python, handed to host-side code or out of the module, or a
+    backend workaround under a test of the input's own device."""
+    return (
+        _read_on_host(ctx, call)
+        or _handed_to_host_code(ctx, call)
+        or _results_handed_out(ctx, call)
+        or _under_input_device_test(ctx, call)
     )
 
 
@@ -1440,7 +1453,7 @@ def _runs_it_without_grad(ctx: Context, recv: ast.Attribute) -> bool:
             grad_context(ctx, i.context_expr) in ("no_grad", "inference_mode") for i in node.items
         ):
             return any(
-                isinstance(n, ast.Call) and _self_attr_name(n.func) == recv.attr
+                isinstance(n, ast.Call) and self_attr_name(n.func) == recv.attr
                 for stmt in node.body
                 for n in ast.walk(stmt)
             )
@@ -1560,13 +1573,13 @@ def _trains_nothing_through(
         f = n.func
         if isinstance(f, ast.Name) and f.id == "self":
             return False
-        if (attr := _self_attr_name(f)) is not None:
+        if (attr := self_attr_name(f)) is not None:
             if attr == "forward" or attrs.get(attr) in (MODULE, None):
                 layers.add(attr)  # a submodule, or an attribute called like one
         elif (
             isinstance(f, ast.Attribute)
             and _INFERENCE_ENTRY.match(f.attr)
-            and (part := _self_attr_name(f.value))
+            and (part := self_attr_name(f.value))
         ):
             entries.add(part)
     if not layers and entries:
@@ -1596,7 +1609,7 @@ def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
             f = n.func
             if isinstance(f, ast.Name) and f.id == "self":
                 return True
-            attr = _self_attr_name(f)
+            attr = self_attr_name(f)
             if attr is not None and (attrs.get(attr) == MODULE or attr == "forward") and attr not in tools:
                 return True
     return False
@@ -1608,9 +1621,7 @@ def _switched_to_eval_in(body: list[ast.stmt]) -> set[str]:
     return {
         name
         for f in calls
-        if isinstance(f, ast.Attribute)
-        and f.attr == "eval"
-        and (name := _self_attr_name(f.value)) is not None
+        if isinstance(f, ast.Attribute) and f.attr == "eval" and (name := self_attr_name(f.value)) is not None
     }
 
 
@@ -1928,15 +1939,8 @@ def _stores(cls: ast.ClassDef, attr: str) -> list[ast.Assign | ast.AnnAssign]:
     return out  # type: ignore[return-value]
 
 
-def _self_attr_name(node: ast.AST) -> str | None:
-    """`X` for `self.X`; None for anything else."""
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return None
-
-
 def _is_self_attr(node: ast.AST, attr: str) -> bool:
-    return _self_attr_name(node) == attr
+    return self_attr_name(node) == attr
 
 
 def _good_key(key: ast.AST | None) -> bool:
@@ -2031,10 +2035,16 @@ def _follows_an_input(ctx: Context, attr: str) -> bool:
 def _assignments_after_init(ctx: Context) -> Iterator[ast.Assign]:
     """The assignments in the methods other than `__init__` of the class (and its bases in
     this source)."""
+    for fn in _methods_after_init(ctx):
+        yield from (n for n in ast.walk(fn) if isinstance(n, ast.Assign))
+
+
+def _methods_after_init(ctx: Context) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The methods other than `__init__` of the class (and its bases in this source)."""
     for cls in _class_nodes(ctx):
         for fn in cls.body:
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name != "__init__":
-                yield from (n for n in ast.walk(fn) if isinstance(n, ast.Assign))
+                yield fn
 
 
 def _scalar_constant(ctx: Context, value: ast.AST) -> bool:
@@ -2221,16 +2231,14 @@ def _init_step_to_a_parameter(ctx: Context, node: ast.AST, attr: str) -> bool:
         and n.lineno > node.lineno  # type: ignore[attr-defined]
         and ctx.qualname(n.func) in _PARAMETER
         and n.args
-        and _self_attr_name(n.args[0]) == attr
+        and self_attr_name(n.args[0]) == attr
         for n in ast.walk(fn)
     )
     if not wrapped:
         return False
     return not any(
         isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and _is_self_attr(n, attr)
-        for cls in _class_nodes(ctx)
-        for method in cls.body
-        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name != "__init__"
+        for method in _methods_after_init(ctx)
         for n in ast.walk(method)
     )
 
