@@ -107,7 +107,8 @@ RULES = [
         not_flagged="""
             calls with `map_location`; files that hold no device tensors: a NumPy array
             (`torch.from_numpy(torch.load(f))`), a file this same code writes from the CPU (it has no accelerator path at
-            all, or it moves the model to the CPU before `torch.save`); a file reloaded later in the same run (it goes back
+            all, or it moves the model to the CPU before `torch.save`, or it saves host copies, `torch.save({k: v.cpu() for k, v
+            in model.state_dict().items()}, path)`); a file reloaded later in the same run (it goes back
             onto the device it came from): in the same scope that saved it (also under a formatted name with the same fixed
             text: `torch.save(sd, "{}.pkl".format(epoch))` in the loop, then `torch.load("{}.pkl".format(best_epoch))`), at
             the top level of a later notebook cell than the one that saved it (or of a cell run after it in the same
@@ -162,7 +163,11 @@ RULES = [
             for x in loader:
                 x = x.to(device, non_blocking=True)
             """,
-        not_flagged="moves in the training loop",
+        not_flagged="""
+            moves in the training loop; a `*collate*` function that the code around it calls directly
+            (`ids = collate_ids(batch, device=device)`) and never hands on by name (as `collate_fn=`): a
+            helper that pads a batch in the main process, where moving it to the caller's device is its job
+            """,
         overrides=("TM201", "TM202"),
     ),
     Rule(

@@ -39,6 +39,12 @@ RULES = [
             and loops that carry state across iterations (`taken[j] = 1` read again: greedy
             matching); bodies that only draw, plot, print or write files per item while the tensor
             is not on an accelerator (PIL boxes, figures); `range(K)` with a literal `K <= 32`;
+            a loop over the distinct values of `torch.unique(x)` (a name bound to it too: one pass per group,
+            each over a masked subset of its own size, a stratified loss); over the first few entries, `x[:k]` with
+            a literal `k <= 16` (candidates tried in turn); a body that only turns each element into a Python number
+            for a list (`shape.append(int(el))`: `.tolist()` is the fix, TM301's when it waits); a body that reads an
+            attribute no tensor has from each element (`tree.nodes`): the loop walks objects, whatever the name was
+            guessed to hold;
             bodies that only copy a block per iteration whose bounds move with the loop
             (`folded[k] = x[:, lo:hi]` per fold, `parts.append(dets[first:last])` per image), with
             integer bookkeeping: one copy per block, not work element by element

@@ -27,7 +27,9 @@ RULES = [
             """,
         not_flagged="""
             factories with a `device=` argument; `*_like` and `x.new_*`; `torch.normal(mu, std)` with
-            tensor arguments (built on their device); code outside `forward`/methods it calls; a factory in the branch
+            tensor arguments (built on their device); `torch.tensor(t)`/`torch.as_tensor(t)` of a tensor (a
+            forward input, an annotated `torch.Tensor`), which stays on `t`'s device (a needless copy, not a CPU
+            tensor); code outside `forward`/methods it calls; a factory in the branch
             that only runs without CUDA, in code that writes the CUDA and the CPU path out twice (the `else` of
             `if torch.cuda.is_available():`, of `if x.is_cuda:` or of `... if x.is_cuda else torch.ones(n)`, the body
             of `if not torch.cuda.is_available():`, the `else` of a branch that calls `.cpu()`): there everything is
@@ -162,7 +164,12 @@ RULES = [
             `__init__`, no caller has set its mode yet); `self.<part>.eval()` inside a `no_grad`/`inference_mode`
             block that runs the same part (`with torch.inference_mode(): self.codec.eval(); ids = self.codec(wave)`):
             a frozen tool (a tokenizer, a teacher) whose mode is the module's business, since a caller's
-            `model.train()` would turn its dropout or codebook updates back on
+            `model.train()` would turn its dropout or codebook updates back on; likewise `self.<part>.eval()` of a part the
+            class freezes (`for p in self.codec.parameters(): p.requires_grad = False`); in a method other than the
+            forward pass, an `eval()` of the module (or a part) followed by a `train()` of it or of one of its
+            parts (`self.eval()` for a sampling rollout, then `self.core.train()` for the policy loss): a phase
+            switch in the middle of one algorithm step, which no caller could make (both calls). The reverse
+            order, `train()` then `eval()`, leaves the module in eval mode and is flagged
             """,
     ),
     Rule(
@@ -202,8 +209,11 @@ RULES = [
             trained: it runs only submodules the class freezes (`for p in self.target.parameters(): p.requires_grad
             = False`, BYOL's momentum encoder), or only its parts' generation entry points (`self.semantic.generate(...)`),
             or, for a helper, runs no layer and returns nothing or only indices (an EMA update, `return topk_indices`);
-            a block whose layers are parts it switches to eval itself (`self.codec.eval()`, then `self.codec(wave)`):
-            frozen tools, not layers the module trains
+            a block whose layers are parts it switches to eval itself (`self.codec.eval()`, then `self.codec(wave)`),
+            or parts the class freezes (`for p in self.backbone.parameters(): p.requires_grad = False`, also through a
+            layer inside them, `self.codec.encoder(wave)`): frozen tools, not layers the module trains; a decorated
+            method named as an inference entry point (`@torch.inference_mode() def decode(...)`), also when `forward`
+            calls it: a public inference API decorated for its own callers
             """,
         overrides=("TM402",),
     ),
@@ -339,7 +349,9 @@ RULES = [
             `self.training`); in a class named as a loss or criterion, a stop-gradient while another input of
             the function keeps its gradient (a teacher's output or a memory bank detached beside the student's
             logits; a loss that detaches its only prediction is still flagged); the output of a submodule the class freezes
-            (`self.cnn.requires_grad_(False)`); a stop-gradient that blocks one path of several, so gradients
+            (`self.cnn.requires_grad_(False)`); a value computed inside a `no_grad`/`inference_mode` block of the same
+            method (`with torch.no_grad(): out = self.prior(x)`, then `recon = out["recon"]` and `recon.detach()`): it has
+            no graph to cut; a stop-gradient that blocks one path of several, so gradients
             still reach the layers before it: the straight-through estimator (`z + (q - z).detach()`,
             `hard - soft.detach() + soft`), and a value that the same function also uses with its graph
             (VQ-VAE's `mse_loss(q, z.detach())` beside `mse_loss(z, q.detach())`, a projection returned both

@@ -76,7 +76,8 @@ RULES = [
             (`start = time.time()`, also after the `if torch.cuda.is_available():` it sits in): a barrier for timing; loops in code using GPyTorch, whose forward passes and marginal
             log-likelihoods already read GPU values on every call (Cholesky and conjugate-gradient checks), so one
             more read per step adds no wait of its own; values known to be on the CPU (live device,
-            `.cpu()`-ed, also items of a host copy walked through `zip`/`reversed`/`enumerate` when
+            `.cpu()`-ed, also when later updates of the name by itself keep it there, `sim = sim.squeeze(0).cpu()`
+            then `sim = sim[1:-1, 1:-1]` and `sim = (sim - b) / (1 - b)`; also items of a host copy walked through `zip`/`reversed`/`enumerate` when
             every sequence given is on the CPU, what a `read_*` function returns given no device, a factory without a device, batches from a DataLoader that were never
             moved, values computed from the unpacked batches of a loop that moves nothing (no `.to`/`.cuda`,
             no `device`, no call of a function of the file that moves) in code whose other batch loops move
@@ -101,6 +102,9 @@ RULES = [
             self.cpu_cache:` around a loop of `feat.cpu()` copies: each tensor leaves device memory
             as soon as it is ready, which is the point), except when the loop
             walks a tensor's elements (`[vocab[i.item()] for i in ids]`: one `.tolist()` would do);
+            a read chosen by a type test in the only loop of a function (`[s.item() if isinstance(s, Tensor)
+            else s for s in sizes]` for `torch.split`, ints handed back for ints): a conversion to the Python
+            values an API takes, needed on the host (inside a batch loop it is still flagged, once per step);
             an id the host files results under (`{t["image_id"].item(): out for ...}`,
             `f"{idx.item():06d}.png"`, also through a name: a key of a dict display or
             comprehension, or a value formatted into a string with no spaces that ends in a file
@@ -125,8 +129,11 @@ RULES = [
             kwargs.items(): if isinstance(v, torch.Tensor): v = v.item()`, a walk over parameters
             that yields `p.grad.cpu().numpy()` when `p.grad is not None`, or a comprehension over a
             list of stored activations, `[a.cpu().numpy() for a in self.activations]`, or over a
-            model's state, `{k: v.detach().cpu() for k, v in model.state_dict().items()}`, or over
-            the positions of a list, `[embs[i][run].cpu().numpy() for i in range(len(embs))]`, not
+            model's state, `{k: v.detach().cpu() for k, v in model.state_dict().items()}`, or over the
+            names of a distribution's parameters, `{n: getattr(d, n).cpu() for n in d.arg_constraints.keys()}`, or over
+            the positions of a list, `[embs[i][run].cpu().numpy() for i in range(len(embs))]`, or over
+            the tuple of one index tensor per dimension that `torch.where(mask)` or `x.nonzero(as_tuple=True)`
+            returns, whose size the call already waited for, not
             over a tensor's rows, `[t[i].cpu() for i in range(len(t))]`; or a loop, in no other
             loop, over values a name already holds, such as a detector's outputs, `for pred in
             predictions: boxes = pred["boxes"].detach().cpu().numpy()`, when it calls nothing but

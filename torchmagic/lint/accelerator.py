@@ -356,6 +356,9 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
         if isinstance(n, (ast.ListComp, ast.GeneratorExp)):
             n = n.elt
             continue
+        if isinstance(n, ast.DictComp):
+            n = n.value  # `{k: v.cpu() for k, v in sd.items()}`: where its values are
+            continue
         if isinstance(n, (ast.List, ast.Tuple)) and n.elts:
             n = n.elts[0]
             continue
@@ -394,6 +397,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             ):
                 return ACCELERATOR  # `x = x.cuda()`: moved to the accelerator, wherever it was before
             if origin is not None and any(isinstance(x, ast.Name) and x.id == n.id for x in ast.walk(origin)):
+                if _host_copy_through_updates(ctx, n):
+                    return CPU  # `sim = sim.cpu()`, `sim = sim[1:-1]`, `sim = (sim - b) / s`: still the host copy
                 # `x = x * scale`: where x was before is where it is now (`earlier`, above)
                 if (
                     _self_derived(origin, n.id)
@@ -418,6 +423,40 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             continue
         return None
     return None
+
+
+def _host_copy_through_updates(ctx: Context, name: ast.Name) -> bool:
+    """`sim = sim.squeeze(0).cpu()`, then `sim = sim[1:-1, 1:-1]` and `sim = (sim - b) / (1 - b)`
+    before the read: walking back over the updates of the name by itself (each keeps the
+    device of what it updates), the first move met is a copy to the host."""
+    scope = ctx.frame.node
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    line = getattr(name, "lineno", 0)
+    binds = [a for a in _assignments_by_name(scope).get(name.id, ()) if a.lineno < line]
+    for a in sorted(binds, key=lambda a: a.lineno, reverse=True):
+        value = a.value
+        if isinstance(value, ast.Call) and _host_copy(ctx, value, _TO_HOST):
+            return True
+        if not any(isinstance(x, ast.Name) and x.id == name.id for x in ast.walk(value)):
+            return False  # a fresh value: where it is, `where` follows
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in ("cuda", "to")
+        ):
+            return False
+    return False
+
+
+@per_node
+def _assignments_by_name(scope: ast.AST) -> dict[str, list[ast.Assign]]:
+    """`name = value` statements of a function, by name, indexed once per scope."""
+    out: dict[str, list[ast.Assign]] = {}
+    for n in own_nodes(scope):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            out.setdefault(n.targets[0].id, []).append(n)
+    return out
 
 
 def _reads_a_file(ctx: Context, call: ast.Call) -> bool:

@@ -791,13 +791,32 @@ def _in_data_worker_code(ctx: Context) -> str | None:
     for frame in reversed(ctx.frames):
         node = frame.node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "collate" in node.name.lower():
-            return node.name
+            return None if _only_called_directly(ctx, node.name) else node.name
         if isinstance(node, ast.Lambda):
             # DataLoader(..., collate_fn=lambda batch: ...)
             for anc in reversed(ctx.stack):
                 if isinstance(anc, ast.keyword) and anc.arg in _WORKER_CALLBACKS:
                     return f"{anc.arg}=lambda"
     return None
+
+
+def _only_called_directly(ctx: Context, name: str) -> bool:
+    """`collate_idf(...)` called by the code around it, and its name never handed on as a value
+    (`collate_fn=collate_idf`): a helper that pads a batch in the main process, where moving to
+    the caller's device is what it is for. A `*collate*` function this source never names may
+    still be a DataLoader's: it stays worker code."""
+    root = ctx.stack[0] if ctx.stack else None
+    if root is None:
+        return False
+    called, passed = False, False
+    funcs = {id(n.func) for n in ast.walk(root) if isinstance(n, ast.Call)}
+    for n in ast.walk(root):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+            if id(n) in funcs:
+                called = True
+            else:
+                passed = True
+    return called and not passed
 
 
 def _callback_moves(ctx: Context, loader: ast.Call) -> None:

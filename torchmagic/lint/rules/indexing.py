@@ -8,7 +8,7 @@ from ..accelerator import ACCELERATOR, where
 from ..context import Context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
-from ..nodes import sole_bindings
+from ..nodes import sole_bindings, terminal_name
 from ..registry import check
 from ._common import unparse, unparse_operand
 
@@ -272,6 +272,8 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
     if ctx.is_tensor(it) and not isinstance(it, ast.Call):
         if _calls_a_module(ctx, node.body) or _recurrence(node.body):
             return
+        if _over_groups(ctx, it) or _few_leading(it) or _elements_are_objects(node) or _only_converts(node):
+            return
         if _only_side_effects(ctx, node.body, it) or _copies_blocks(node):
             return
         ctx.flag(
@@ -328,6 +330,86 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
         "Replace the loop by one vectorised operation over the whole tensor (broadcasting,"
         " `x.max(dim=1)`, `gather`, `torch.where`).",
     )
+
+
+def _over_groups(ctx: Context, it: ast.AST) -> bool:
+    """`for stratum in torch.unique(strata)` (or a name bound to it): one pass per distinct
+    value, each over a masked subset of its own size (a stratified loss, per-class NMS), not an
+    element-wise loop that one operation replaces."""
+    value = ctx.origin(it) if isinstance(it, ast.Name) else it
+    return isinstance(value, ast.Call) and terminal_name(value.func) in ("unique", "unique_consecutive")
+
+
+def _few_leading(it: ast.AST) -> bool:
+    """`for wid in sort_wid[:5]`: the first few entries (a constant bound of at most 16), a
+    handful of candidates tried in turn."""
+    if not (isinstance(it, ast.Subscript) and isinstance(it.slice, ast.Slice)):
+        return False
+    part = it.slice
+    upper = part.upper
+    return (
+        part.lower is None
+        and part.step is None
+        and isinstance(upper, ast.Constant)
+        and isinstance(upper.value, int)
+        and 0 < upper.value <= 16
+    )
+
+
+# the attributes a tensor has that are not methods: an element read for any other is an object
+_TENSOR_DATA_ATTRS = frozenset(
+    {"shape", "dtype", "device", "data", "grad", "T", "mT", "H", "mH", "real", "imag", "ndim"}
+    | {"is_cuda", "requires_grad", "grad_fn", "is_leaf", "layout", "names", "itemsize", "nbytes"}
+)
+
+
+def _elements_are_objects(loop: ast.For) -> bool:
+    """`for mol_tree in mol_batch: dfs(s, mol_tree.nodes[0], -1)`: the body reads an attribute no
+    tensor has (`.nodes`, `.smiles`) from each element, so the loop walks objects, whatever the
+    name was guessed to hold (an unannotated `forward` argument)."""
+    if not isinstance(loop.target, ast.Name):
+        return False
+    name = loop.target.id
+    funcs = {id(n.func) for stmt in loop.body for n in ast.walk(stmt) if isinstance(n, ast.Call)}
+    return any(
+        isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == name
+        and id(n) not in funcs
+        and n.attr not in _TENSOR_DATA_ATTRS
+        for stmt in loop.body
+        for n in ast.walk(stmt)
+    )
+
+
+def _only_converts(loop: ast.For) -> bool:
+    """`for el in grid_size: output_size.append(int(el))`: the body only turns each element into
+    a Python number for a list; no tensor operation replaces it (`.tolist()` would, TM301's
+    business when it waits for a GPU)."""
+    if not isinstance(loop.target, ast.Name) or len(loop.body) != 1:
+        return False
+    stmt = loop.body[0]
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    call = stmt.value
+    if terminal_name(call.func) != "append" or len(call.args) != 1:
+        return False
+    arg = call.args[0]
+    if (
+        isinstance(arg, ast.Call)
+        and isinstance(arg.func, ast.Name)
+        and arg.func.id in ("int", "float", "bool")
+    ):
+        arg = arg.args[0] if len(arg.args) == 1 else arg
+    elif (
+        isinstance(arg, ast.Call)
+        and isinstance(arg.func, ast.Attribute)
+        and arg.func.attr in ("item", "tolist")
+    ):
+        arg = arg.func.value
+    else:
+        return False
+    return isinstance(arg, ast.Name) and arg.id == loop.target.id
 
 
 def _window_size(part: ast.AST, loop_vars: set[str]) -> ast.AST | None:

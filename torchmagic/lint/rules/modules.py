@@ -26,6 +26,7 @@ from ..kinds import (
     TENSOR_METADATA,
 )
 from ..nodes import (
+    ancestors,
     enclosing_blocks,
     has_kwargs_splat,
     keyword,
@@ -76,6 +77,8 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         return  # host bookkeeping: on the device, every read back would wait for it
     if _scalar_operand(ctx, call):
         return  # `f(x, torch.tensor(eps))`: a 0-dim CPU tensor mixes with tensors of any device
+    if _of_a_tensor(ctx, call, name):
+        return  # `torch.tensor(t)` copies `t` on `t`'s own device: no CPU tensor is built
     legacy = _legacy_wrapper(ctx, call)
     if legacy is not None:
         wrapper, dtype = legacy
@@ -146,6 +149,13 @@ def _scalar_operand(ctx: Context, call: ast.Call) -> bool:
         and any(a is call for a in up.args)
         and terminal_name(up.func) not in _GATHERING
     )
+
+
+def _of_a_tensor(ctx: Context, call: ast.Call, name: str) -> bool:
+    """`torch.tensor(adj)`, `torch.as_tensor(x)` with `adj`/`x` a tensor (a forward input, an
+    annotated `torch.Tensor`): the result stays on the device of the tensor it is built from.
+    What is left is a needless copy, not a CPU tensor."""
+    return name in ("tensor", "as_tensor") and bool(call.args) and ctx.kind(call.args[0]) in TENSOR_KINDS
 
 
 def _counts_gpus(ctx: Context, call: ast.Call) -> bool:
@@ -1405,9 +1415,17 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
             return  # `generate()` samples in eval mode: what it needs, not the caller's choice
         if fn is not None and _switched_to_eval_before(fn, call):
             return  # `self.eval()` ... `self.train()`: the entry point puts back the mode it left
+    if fn is not None and not ctx.in_forward and _alternates_phases(fn, call):
+        return  # an eval-mode rollout, then the training phase, inside one algorithm step
     if is_sub and fn is not None and _assigned_before(fn, recv, call):
         return  # `self.model = load(...)` then `self.model.eval()`: the starting mode of a new part
-    if is_sub and call.func.attr == "eval" and _runs_it_without_grad(ctx, recv):
+    if (
+        is_sub
+        and call.func.attr == "eval"
+        and (
+            _runs_it_without_grad(ctx, recv) or recv.attr in _frozen_submodules(ctx)  # type: ignore[union-attr]
+        )
+    ):
         return  # a frozen tool (a codec, a teacher) the module itself runs: the caller's `train()` must not reach it
     ctx.flag(
         call,
@@ -1489,6 +1507,35 @@ def _returns_host_values(fn: ast.AST) -> bool:
     )
 
 
+def _covers(outer: str, inner: str) -> bool:
+    """`self` covers `self.flow_core`; `self.flow_core` covers itself."""
+    return inner == outer or inner.startswith(outer + ".")
+
+
+def _alternates_phases(fn: ast.AST, call: ast.Call) -> bool:
+    """`self.eval()` for a sampling rollout, then `self.flow_core.train()` for the loss, in one
+    method that is not the forward pass (a reinforcement step of a generative model): the
+    switch happens in the middle of the call, where no caller could make it. Both switches
+    belong to the algorithm. Needs an `eval()` of the part (or of a module holding it) before
+    a `train()` of it."""
+    switches = [
+        (n.lineno, n.func.attr, unparse(n.func.value))
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("eval", "train")
+        and not n.args
+        and unparse(n.func.value).split(".")[0] == "self"
+    ]
+    me = (call.lineno, call.func.attr, unparse(call.func.value))  # type: ignore[attr-defined]
+    for line, attr, recv in switches:
+        if me[1] == "eval" and attr == "train" and line > me[0] and _covers(me[2], recv):
+            return True
+        if me[1] == "train" and attr == "eval" and line < me[0] and _covers(recv, me[2]):
+            return True
+    return False
+
+
 def _switched_to_eval_before(fn: ast.AST, call: ast.Call) -> bool:
     """`self.eval()` on an earlier line of the same method: this call restores a mode."""
     return any(
@@ -1520,6 +1567,8 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
             return
         if node.name not in ("forward", "__call__") and node.name not in info.forward_helpers:
             return
+        if node.name not in ("forward", "__call__") and _INFERENCE_ENTRY.match(node.name):
+            return  # `@torch.inference_mode() def decode(...)`: a public inference API, also when forward uses it
         if _runs_its_own_step(node) or _returns_host_values(node):
             return
         if _trains_nothing_through(ctx, info.attrs, parent, node):
@@ -1567,6 +1616,7 @@ def _trains_nothing_through(
     with `requires_grad = False`: BYOL's momentum encoder) and, for a helper, hands back
     nothing or only indices (`return topk_indices`), which carry no gradient."""
     layers, entries = set(), set()
+    frozen = _frozen_submodules(ctx, cls)
     for n in own_nodes(fn):
         if not isinstance(n, ast.Call):
             continue
@@ -1582,14 +1632,39 @@ def _trains_nothing_through(
             and (part := self_attr_name(f.value))
         ):
             entries.add(part)
+        elif (part := _part_of(f)) is not None and part in frozen:
+            layers.add(part)  # `self.codec.encoder(x)`: a layer inside a part the class freezes
     if not layers and entries:
         return True
     if layers:
-        return not layers - _frozen_submodules(ctx, cls)  # frozen: nothing to train through them
+        return not layers - frozen  # frozen: nothing to train through them
     if fn.name in ("forward", "__call__"):
         return False
     returns = [n.value for n in own_nodes(fn) if isinstance(n, ast.Return) and n.value is not None]
     return all(INTEGER_NAME.search(terminal_name(r) or "") for r in returns)
+
+
+# `nn.Module` methods that run no layer: `self.target.parameters()` reads, it does not compute
+_MODULE_BOOKKEEPING = frozenset(
+    {
+        "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules",
+        "children", "named_children", "state_dict", "load_state_dict", "apply", "to", "cuda", "cpu",
+        "eval", "train", "requires_grad_", "zero_grad", "register_buffer", "register_parameter",
+        "half", "float", "double", "type",
+    }
+)  # fmt: skip
+
+
+def _part_of(f: ast.AST) -> str | None:
+    """`encodec` for `self.encodec.encoder` or `self.encodec.quantizer.encode`: the submodule
+    of this module whose layer the call runs (not its bookkeeping, `self.target.parameters()`)."""
+    if not isinstance(f, ast.Attribute) or f.attr in _MODULE_BOOKKEEPING:
+        return None
+    while isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute):
+        f = f.value
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+        return f.attr
+    return None
 
 
 def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
@@ -1600,6 +1675,8 @@ def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
     body = getattr(block, "body", [])
     attrs = ctx.cls.attrs if ctx.cls is not None else {}
     tools = _switched_to_eval_in(body)  # frozen tools the block runs in eval mode: nothing to train
+    if ctx.cls is not None:
+        tools |= _frozen_submodules(ctx, ctx.cls.node)  # `requires_grad = False` over its parameters
     for stmt in body:
         for n in ast.walk(stmt):
             if isinstance(n, ast.Return):
@@ -2499,6 +2576,41 @@ def _configuration_test(ctx: Context, test: ast.AST) -> bool:
     return False
 
 
+def _built_without_grad(ctx: Context, expr: ast.AST) -> bool:
+    """`out = self.latent(batch)` inside `with torch.no_grad():`, then `img = out["recon"]` and
+    `img.detach()`: a value computed with gradients off has no graph, so the detach cuts
+    nothing (followed through item and attribute reads, and names, of this method)."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    parents = parents_of(fn)
+    for _ in range(4):
+        if not isinstance(expr, ast.Name):
+            return False
+        name, line = expr.id, expr.lineno
+        bound = [
+            n
+            for n in own_nodes(fn)
+            if isinstance(n, ast.Assign)
+            and n.lineno < line
+            and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+        ]
+        if not bound:
+            return False
+        last = max(bound, key=lambda n: n.lineno)
+        if any(
+            isinstance(up, (ast.With, ast.AsyncWith))
+            and any(grad_context(ctx, i.context_expr) in ("no_grad", "inference_mode") for i in up.items)
+            for up in ancestors(parents, last)
+        ):
+            return True
+        value: ast.AST = last.value
+        while isinstance(value, (ast.Subscript, ast.Attribute)):
+            value = value.value
+        expr = value
+    return False
+
+
 def _submodule_output(ctx: Context, expr: ast.AST) -> str | None:
     """`self.resnet` when `expr` is `self.resnet(x)` or a name bound to it."""
     if isinstance(expr, ast.Name):
@@ -3203,7 +3315,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         return  # a loss's stop-gradient picks which side learns (targets, teachers, memory banks)
     if _leaves_for_python(ctx, node) or _integer_tensor(ctx, expr) or _stability_shift(ctx, node, expr):
         return  # nothing that carries a gradient is cut
-    if _inference_return(ctx, node) or _ground_truth(ctx, expr):
+    if _inference_return(ctx, node) or _ground_truth(ctx, expr) or _built_without_grad(ctx, expr):
         return
     sub = _submodule_output(ctx, expr)
     if sub is not None:

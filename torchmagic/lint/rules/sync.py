@@ -1210,6 +1210,10 @@ def _launches_no_work(node: ast.AST) -> bool:
         )
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         return node.func.attr in _NO_WORK and _launches_no_work(node.func.value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+        return bool(node.args) and _launches_no_work(
+            node.args[0]
+        )  # `getattr(dist, name)`: an attribute it holds
     return False
 
 
@@ -1429,7 +1433,7 @@ def _comprehension_queues_nothing(ctx: Context, comp: ast.AST, value: ast.AST) -
     if it is not gens[0].iter and _row_of(value, it):
         return False  # `[t[i].cpu() for i in range(len(t))]`: rows of what may be one tensor
     while isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
-        if it.func.attr not in _MODEL_STATE | {"items", "values"}:
+        if it.func.attr not in _MODEL_STATE | {"items", "values", "keys"}:
             return False
         it = it.func.value  # `model.state_dict().items()`: the tensors the model holds
     if ctx.kind(it) in TENSOR_KINDS or not isinstance(it, (ast.Name, ast.Attribute)):
@@ -1545,6 +1549,10 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         return  # `for p in model.parameters(): print(p)` after training: a report, not a hot path
     if _breaks_after(ctx, loop, call):
         return  # `if done: r = info["r"][i].item(); ...; break`: once per pass, as after the loop
+    if _per_dimension(ctx, loop):
+        return  # `[k.tolist() for k in torch.where(mask)]`: one index tensor per dimension, already waited for
+    if _converted_by_type(ctx, call):
+        return  # `[s.item() if isinstance(s, Tensor) else s for s in splits]`: the Python values an API takes
     func = call.func
     value: ast.AST | None = None
     if isinstance(func, ast.Name):
@@ -1639,6 +1647,56 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         " loop, or only every N steps.",
         needs_accelerator=place is None,
     )
+
+
+def _per_dimension(ctx: Context, loop: ast.AST) -> bool:
+    """A walk over `torch.where(mask)` (one argument) or `x.nonzero(as_tuple=True)`: a tuple of
+    one index tensor per dimension (two or three), whose size the call had to wait for, so the
+    reads of its parts wait for nothing new. Not a walk over the indices themselves."""
+    it = loop.generators[0].iter if isinstance(loop, _COMPREHENSIONS) else getattr(loop, "iter", None)
+    if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
+        it = it.args[0]
+    if not isinstance(it, ast.Call):
+        return False
+    q = ctx.qualname(it.func) or ""
+    if q == "torch.where":
+        return len(it.args) == 1 and not it.keywords
+    as_tuple = keyword(it, "as_tuple")
+    return (
+        terminal_name(it.func) == "nonzero" and isinstance(as_tuple, ast.Constant) and as_tuple.value is True
+    )
+
+
+def _converted_by_type(ctx: Context, call: ast.Call) -> bool:
+    """`v.item() if isinstance(v, Tensor) else v`, `v.item() if isinstance(spec, int) else v`: a
+    read chosen by a type test, in the only loop of the function, normalises what it walks to the
+    Python values an API takes (`torch.split` sizes, ints handed back for ints): each value is
+    needed on the host. Inside a batch loop the read still waits once per step."""
+    if len(ctx.loops) != 1:
+        return False
+    walked = _iteration_names(ctx.loops[-1].node)
+    for anc in reversed(ctx.stack):
+        if isinstance(anc, (ast.IfExp, ast.If)):
+            test = anc.test
+            if (
+                isinstance(test, ast.Call)
+                and isinstance(test.func, ast.Name)
+                and test.func.id == "isinstance"
+                and len(test.args) == 2
+                and isinstance(test.args[0], ast.Name)
+                and test.args[0].id in walked  # a test of what the loop walks, not of a model
+                and _within_branch(anc, call)
+            ):
+                return True
+        if anc is ctx.loops[-1].node:
+            return False
+    return False
+
+
+def _within_branch(branch: ast.If | ast.IfExp, node: ast.AST) -> bool:
+    """`node` sits in the taken branch of the test (anywhere below it), not in its `else`."""
+    body = [branch.body] if isinstance(branch, ast.IfExp) else branch.body
+    return any(node is n for part in body for n in ast.walk(part))
 
 
 # calls that run a function they are handed once in each process they start
