@@ -98,7 +98,9 @@ RULES = [
             `.to("cpu", non_blocking=True)`, an asynchronous fetch of a value for the host; `.cpu()`
             under a switch that asks for host memory (`if self.cpu_cache: feat = feat.cpu()`, also
             around a loop; the `.cuda()` that brings the feature back is still flagged, as
-            `.to(x.device)` does the same on every device);
+            `.to(x.device)` does the same on every device); a copy written into a plain tensor attribute built
+            without a device (`self.codes[i : i + n] = codes.cpu()` with `self.codes = torch.zeros(n)`, which
+            `model.to(device)` leaves in host memory): writing into host memory takes it;
             `.cpu()` / `.to("cpu")` that fetches values for Python (chained with
             `.tolist()`/`.numpy()`/`.item()`, also through a torch function of the copy,
             `torch.zeros_like(x.cpu()).numpy()`, or bound to a name the method reads that way: host-side indices from
@@ -303,7 +305,11 @@ RULES = [
             only for Python values (`self.edges[i].item()`, `self.cuts.tolist()`, `float(...)`, or a loop
             such as `for lo, hi in zip(self.lows, self.highs)` whose elements are read only that way),
             as ECE bin edges are: as a buffer it would follow the model to the GPU and each read would
-            wait for the device; a second assignment of an attribute already reported (the CPU `else`
+            wait for the device; an attribute into which the class writes only host copies
+            (`self.codes[i : i + n] = codes.cpu()`: a log kept in host memory on purpose, which as a buffer would
+            follow the model to the GPU and into every checkpoint); a zero-element placeholder (`torch.empty(2, 0)`,
+            `torch.zeros(0)`) that another method of the class rebinds from something else (a runtime cache made on the
+            input's device): it holds no data to move; a second assignment of an attribute already reported (the CPU `else`
             of `if torch.cuda.is_available(): self.mean = ....cuda()`): one finding per attribute, at its
             first assignment. A tensor put on a device the caller passes to the constructor
             (`.to(device)`, `device=device` with a parameter of `__init__`), and attributes computed
@@ -351,7 +357,9 @@ RULES = [
             logits; a loss that detaches its only prediction is still flagged); the output of a submodule the class freezes
             (`self.cnn.requires_grad_(False)`); a value computed inside a `no_grad`/`inference_mode` block of the same
             method (`with torch.no_grad(): out = self.prior(x)`, then `recon = out["recon"]` and `recon.detach()`): it has
-            no graph to cut; a stop-gradient that blocks one path of several, so gradients
+            no graph to cut; statistics handed only as the `running_mean`/`running_var` of `F.batch_norm` or
+            `F.instance_norm` (`var, mean = var.detach(), mean.detach()` then `F.batch_norm(x, mean, var)`), which are
+            updated in place and must not require grad; a stop-gradient that blocks one path of several, so gradients
             still reach the layers before it: the straight-through estimator (`z + (q - z).detach()`,
             `hard - soft.detach() + soft`), and a value that the same function also uses with its graph
             (VQ-VAE's `mse_loss(q, z.detach())` beside `mse_loss(z, q.detach())`, a projection returned both

@@ -225,7 +225,9 @@ RULES = [
             raise` (one in `forward`, which runs on every step, and one on the function's own
             state or results, `assert weights.sum() - 1 < 1e-5` with `weights` from `self.`, are
             still flagged); the stop test of a `while` loop that stops on a value it computes
-            (`if token == eos_idx: break` in greedy decoding): the loop cannot go on without it; likewise an `if`
+            (`if token == eos_idx: break` in greedy decoding, also when the block ends with an `if` one of whose
+            branches leaves, `if not synced: break` / `else: peer_done = True` for peers generating in lockstep):
+            the loop cannot go on without it; likewise an `if`
             whose block ends with `break`/`return` in a `for` loop over `range(...)` that trains nothing (no
             `backward()`, no `step()`), such as
             `for _ in range(max_len):` with `if (out == eos).any(-1).all(): break` (an early stop in a training

@@ -337,7 +337,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 places = {where(ctx, a, depth + 1) for a in n.args}
                 return places.pop() if len(places) == 1 else None
             return CPU if _host_helper_call(ctx, n, depth) else None
-        if isinstance(n, ast.Attribute) and (n.attr in ("shape", "ndim") or _plain_cpu_attribute(ctx, n)):
+        if isinstance(n, ast.Attribute) and (n.attr in ("shape", "ndim") or plain_cpu_attribute(ctx, n)):
             return CPU
         if isinstance(n, (ast.Attribute, ast.Subscript)):
             n = n.value
@@ -651,7 +651,7 @@ def _augmented(scope: ast.AST) -> dict[str, list[ast.expr]]:
 MOVES_ITSELF = frozenset({"_apply", "to", "cuda", "cpu"})
 
 
-def _plain_cpu_attribute(ctx: Context, node: ast.Attribute) -> bool:
+def plain_cpu_attribute(ctx: Context, node: ast.Attribute) -> bool:
     """`self.bins` in a method of a class of this source, where the source stores into `.bins`
     once, as `self.bins = ...` in a method of that class, from a tensor factory without a device
     (`torch.linspace(0, 1, n + 1)`, a slice or view of one): a plain tensor attribute, which
@@ -672,7 +672,14 @@ def attribute_store(tree: ast.AST, cls: ast.ClassDef, attr: str) -> tuple[ast.AS
     is a plain `self.<attr> = value` in a method of `cls`, and that method (to read the value's
     names in); None otherwise."""
     # `self.probs, self.alias = None, None` before the method that builds them: no value yet
-    stores = [(t, st) for t, st in _attribute_stores(tree).get(attr, []) if not _stores_none(t, st)]
+    mine = _node_ids(cls)
+    stores = [
+        (t, st)
+        for t, st in _attribute_stores(tree).get(attr, [])
+        if not _stores_none(t, st)
+        # `self.codes = ...` in another class's method stores into that class's objects
+        and not (isinstance(t.value, ast.Name) and t.value.id == "self" and id(st) not in mine)
+    ]
     if len(stores) != 1:
         return None
     target, stmt = stores[0]
@@ -689,6 +696,11 @@ def attribute_store(tree: ast.AST, cls: ast.ClassDef, attr: str) -> tuple[ast.AS
         None,
     )
     return (stmt.value, method) if method is not None else None
+
+
+@per_node
+def _node_ids(tree: ast.AST) -> frozenset[int]:
+    return frozenset(id(n) for n in ast.walk(tree))
 
 
 def _stores_none(target: ast.Attribute, stmt: ast.AST) -> bool:

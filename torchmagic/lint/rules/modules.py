@@ -1260,6 +1260,44 @@ def _copied_for_the_host(ctx: Context, call: ast.Call) -> bool:
         or _handed_to_host_code(ctx, call)
         or _results_handed_out(ctx, call)
         or _under_input_device_test(ctx, call)
+        or _written_into_a_host_attribute(ctx, call)
+    )
+
+
+def _filled_with_host_copies(ctx: Context, attr: str) -> bool:
+    """The class writes into `self.<attr>` only copies to the host (`self.codes[i : i + n] =
+    codes.cpu()`), at least once: a log or histogram kept in host memory on purpose, which as a
+    buffer would follow the model to the GPU and into every checkpoint."""
+    writes = [
+        n
+        for cls in _class_nodes(ctx)
+        for n in ast.walk(cls)
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Subscript)
+        and self_attr_name(n.targets[0].value) == attr
+    ]
+    return bool(writes) and all(
+        isinstance(w.value, ast.Call)
+        and isinstance(w.value.func, ast.Attribute)
+        and w.value.func.attr == "cpu"
+        and not w.value.args
+        for w in writes
+    )
+
+
+def _written_into_a_host_attribute(ctx: Context, call: ast.Call) -> bool:
+    """`self.codes[i : i + n] = codes.cpu()` with `self.codes = torch.zeros(n)` built without a
+    device, a plain attribute that `module.to(device)` leaves on the CPU (a debug log of what the
+    model emits): the copy is what writing into host memory takes."""
+    parent = ctx.stack[-1] if ctx.stack else None
+    if not (isinstance(parent, ast.Assign) and parent.value is call and len(parent.targets) == 1):
+        return False
+    target = parent.targets[0]
+    return (
+        isinstance(target, ast.Subscript)
+        and isinstance(target.value, ast.Attribute)
+        and accelerator.plain_cpu_attribute(ctx, target.value)
     )
 
 
@@ -2167,6 +2205,29 @@ def _recomputed_in_forward(ctx: Context, attr: str) -> bool:
     return False
 
 
+def _empty_placeholder(ctx: Context, value: ast.AST, attr: str) -> bool:
+    """`self.edge_index = torch.empty(2, 0)` that another method of the class rebinds
+    (`self.edge_index = _triu_indices(x, batch)`, on the input's device): a zero-element
+    placeholder for a runtime cache holds no data to move, and as a buffer its batch-dependent
+    value would land in `state_dict()`."""
+    if not (
+        isinstance(value, ast.Call)
+        and (ctx.qualname(value.func) or "") in ("torch.empty", "torch.zeros", "torch.ones")
+        and any(isinstance(a, ast.Constant) and a.value == 0 and type(a.value) is int for a in value.args)
+    ):
+        return False
+    init = ctx.frame.node
+    return any(
+        isinstance(n, ast.Assign)
+        and any(_is_self_attr(t, attr) for t in n.targets)
+        and not any(_is_self_attr(x, attr) for x in ast.walk(n.value))
+        for cls in _class_nodes(ctx)
+        for fn in cls.body
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn is not init
+        for n in ast.walk(fn)
+    )
+
+
 def _copy_of_state(value: ast.AST, attr: str) -> bool:
     """`deepcopy(self.running_mean.data)`, `self.weight.detach().clone()`: a copy of another
     tensor attribute."""
@@ -2271,10 +2332,13 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
         state["placed"].add(target.attr)
     if target.attr in state["seen"] or read_only_for_python(_class_nodes(ctx), target.attr):
         return  # reported at its first assignment (`if cuda: ... else: ...`), or host data
+    if _filled_with_host_copies(ctx, target.attr):
+        return  # `self.codes[i:j] = codes.cpu()`: a log kept in host memory on purpose
     if (
         _follows_an_input(ctx, target.attr)
         or _refilled_from_state(ctx, target.attr)
         or _recomputed_in_forward(ctx, target.attr)
+        or _empty_placeholder(ctx, node.value, target.attr)
     ):
         return  # `self.a = self.a.type_as(x)` in forward: the class moves it itself
     if _scalar_constant(ctx, node.value):
@@ -2574,6 +2638,60 @@ def _configuration_test(ctx: Context, test: ast.AST) -> bool:
         name = test.id if isinstance(test, ast.Name) else test.attr
         return name != "training" and ctx.kind(test) not in TENSOR_KINDS and ctx.kind(test) != MODULE
     return False
+
+
+_NORMS = frozenset({"batch_norm", "instance_norm"})
+
+
+def _running_statistics(ctx: Context, node: ast.AST) -> bool:
+    """`var, mean = var.detach(), mean.detach()` then `F.batch_norm(x, mean, var)` (or the
+    detach inside the call): values handed only as `running_mean`/`running_var`, which
+    `batch_norm` updates in place and cannot differentiate; with a graph it raises."""
+
+    def as_statistic(n: ast.AST, up: ast.AST | None) -> bool:
+        return (
+            isinstance(up, ast.Call)
+            and terminal_name(up.func) in _NORMS
+            and (
+                any(a is n for a in up.args[1:3])
+                or any(k.value is n and k.arg in ("running_mean", "running_var") for k in up.keywords)
+            )
+        )
+
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    parents = parents_of(fn)
+    up = parents.get(id(node))
+    if as_statistic(node, up):
+        return True
+    # bound to a name (`mean = mean.detach()`, also one element of a tuple assignment)
+    while isinstance(up, ast.Tuple):
+        holder = parents.get(id(up))
+        if not (
+            isinstance(holder, ast.Assign)
+            and len(holder.targets) == 1
+            and isinstance(holder.targets[0], ast.Tuple)
+        ):
+            return False
+        k = next(i for i, e in enumerate(up.elts) if e is node)
+        target = holder.targets[0].elts[k] if k < len(holder.targets[0].elts) else None
+        break
+    else:
+        if not (isinstance(up, ast.Assign) and len(up.targets) == 1):
+            return False
+        holder, target = up, up.targets[0]
+    if not isinstance(target, ast.Name):
+        return False
+    uses = [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Name)
+        and n.id == target.id
+        and isinstance(n.ctx, ast.Load)
+        and n.lineno > holder.lineno
+    ]
+    return bool(uses) and all(as_statistic(n, parents.get(id(n))) for n in uses)
 
 
 def _built_without_grad(ctx: Context, expr: ast.AST) -> bool:
@@ -3317,6 +3435,8 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         return  # nothing that carries a gradient is cut
     if _inference_return(ctx, node) or _ground_truth(ctx, expr) or _built_without_grad(ctx, expr):
         return
+    if _running_statistics(ctx, node):
+        return  # `F.batch_norm(x, mean.detach(), var.detach())`: running statistics must not require grad
     sub = _submodule_output(ctx, expr)
     if sub is not None:
         if sub in _frozen_submodules(ctx):

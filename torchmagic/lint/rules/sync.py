@@ -1978,9 +1978,18 @@ def _decoding_loop(ctx: Context) -> bool:
         if _tests_device_value(ctx, loop.test):
             return True
         for n in ast.walk(loop):
-            if isinstance(n, ast.If) and _stops(n.body) and _tests_device_value(ctx, n.test):
+            if isinstance(n, ast.If) and _may_leave(n.body) and _tests_device_value(ctx, n.test):
                 return True
     return False
+
+
+def _may_leave(body: list[ast.stmt]) -> bool:
+    """The block ends the loop, or ends with an `if` one of whose branches does (`if not
+    synced_gpus: break else: this_peer_finished = True`)."""
+    if _stops(body):
+        return True
+    last = body[-1] if body else None
+    return isinstance(last, ast.If) and (_may_leave(last.body) or _may_leave(last.orelse))
 
 
 def _stop_test_of_a_search(ctx: Context) -> bool:
@@ -2245,7 +2254,7 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
     ):
         return  # once per epoch (`if val_acc > best_acc:` after the phases)
     if _decoding_loop(ctx) and (
-        isinstance(node, ast.While) or (isinstance(node, ast.If) and _stops(node.body))
+        isinstance(node, ast.While) or (isinstance(node, ast.If) and _may_leave(node.body))
     ):
         return  # `if next_word == eos_idx: break`: the stop test of a decoding loop is the algorithm
     if (
