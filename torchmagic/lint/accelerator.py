@@ -678,7 +678,7 @@ def attribute_store(tree: ast.AST, cls: ast.ClassDef, attr: str) -> tuple[ast.AS
         for t, st in _attribute_stores(tree).get(attr, [])
         if not _stores_none(t, st)
         # `self.codes = ...` in another class's method stores into that class's objects
-        and not (isinstance(t.value, ast.Name) and t.value.id == "self" and id(st) not in mine)
+        and not (_on_self(t) and id(st) not in mine)
     ]
     if len(stores) != 1:
         return None
@@ -696,6 +696,11 @@ def attribute_store(tree: ast.AST, cls: ast.ClassDef, attr: str) -> tuple[ast.AS
         None,
     )
     return (stmt.value, method) if method is not None else None
+
+
+def _on_self(target: ast.AST) -> bool:
+    value = getattr(target, "value", None)
+    return isinstance(value, ast.Name) and value.id == "self"
 
 
 @per_node
