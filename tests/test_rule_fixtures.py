@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from torchmagic import catalog, check_source
+from torchmagic.lint.engine import lint
 from torchmagic.lint.registry import static_checks
 from torchmagic.live.registry import live_checks
 from torchmagic.runtime.registry import runtime_rules
@@ -40,6 +41,7 @@ def test_fixture(path: Path) -> None:
     found = {(f.line, f.rule) for f in check_source(code, path=str(path))}
     want = expected(code)
     assert found == want, f"missing: {sorted(want - found)}  unexpected: {sorted(found - want)}"
+    assert not lint(code, path=str(path)).errors, "a rule crashed (the user sees an internal error)"
     if path.stem.split("_")[1] == "flag":
         assert want, "a _flag fixture must expect at least one finding"
 
