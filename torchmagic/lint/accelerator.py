@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS, NUMBER, TENSOR_METADATA
 from .nodes import (
+    assignments_by_name,
     has_kwargs_splat,
     keyword,
     move_target,
@@ -34,6 +35,7 @@ from .nodes import (
     parents_of,
     per_node,
     remember,
+    self_attr_name,
     sole_bindings,
     terminal_name,
 )
@@ -433,7 +435,9 @@ def _host_copy_through_updates(ctx: Context, name: ast.Name) -> bool:
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     line = getattr(name, "lineno", 0)
-    binds = [a for a in _assignments_by_name(scope).get(name.id, ()) if a.lineno < line]
+    binds = [
+        a for a in assignments_by_name(scope).get(name.id, ()) if a.lineno < line and len(a.targets) == 1
+    ]
     for a in sorted(binds, key=lambda a: a.lineno, reverse=True):
         value = a.value
         if isinstance(value, ast.Call) and _host_copy(ctx, value, _TO_HOST):
@@ -447,16 +451,6 @@ def _host_copy_through_updates(ctx: Context, name: ast.Name) -> bool:
         ):
             return False
     return False
-
-
-@per_node
-def _assignments_by_name(scope: ast.AST) -> dict[str, list[ast.Assign]]:
-    """`name = value` statements of a function, by name, indexed once per scope."""
-    out: dict[str, list[ast.Assign]] = {}
-    for n in own_nodes(scope):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-            out.setdefault(n.targets[0].id, []).append(n)
-    return out
 
 
 def _reads_a_file(ctx: Context, call: ast.Call) -> bool:
@@ -678,7 +672,7 @@ def attribute_store(tree: ast.AST, cls: ast.ClassDef, attr: str) -> tuple[ast.AS
         for t, st in _attribute_stores(tree).get(attr, [])
         if not _stores_none(t, st)
         # `self.codes = ...` in another class's method stores into that class's objects
-        and not (_on_self(t) and id(st) not in mine)
+        and not (self_attr_name(t) is not None and id(st) not in mine)
     ]
     if len(stores) != 1:
         return None
@@ -696,11 +690,6 @@ def attribute_store(tree: ast.AST, cls: ast.ClassDef, attr: str) -> tuple[ast.AS
         None,
     )
     return (stmt.value, method) if method is not None else None
-
-
-def _on_self(target: ast.AST) -> bool:
-    value = getattr(target, "value", None)
-    return isinstance(value, ast.Name) and value.id == "self"
 
 
 @per_node
@@ -770,7 +759,11 @@ def _attribute_stores(tree: ast.AST) -> dict[str, list[tuple[ast.Attribute, ast.
         if isinstance(stmt, ast.Call) and isinstance(stmt.func, ast.Name) and stmt.func.id == "setattr":
             name = stmt.args[1] if len(stmt.args) > 1 else None
             key = name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else "*"
-            out.setdefault(key, []).append((ast.Attribute(), stmt))
+            # a stand-in target on no object: what `setattr` sets is unknown
+            stand_in = ast.Attribute(
+                value=ast.Name(id="<setattr>", ctx=ast.Load()), attr=key, ctx=ast.Store()
+            )
+            out.setdefault(key, []).append((stand_in, stmt))
             continue
         if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.For, ast.With)):
             continue

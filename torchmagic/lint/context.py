@@ -39,7 +39,7 @@ from .kinds import (
     is_class,
     qualified_call_kind,
 )
-from .nodes import unpackings
+from .nodes import isinstance_test, unpackings
 
 if TYPE_CHECKING:
     from .registry import StaticCheck
@@ -479,18 +479,10 @@ class Context:
         for anc in self.stack:
             if not isinstance(anc, ast.If):
                 continue
-            test = anc.test
-            if not (
-                isinstance(test, ast.Call)
-                and isinstance(test.func, ast.Name)
-                and test.func.id == "isinstance"
-                and len(test.args) == 2
-                and isinstance(test.args[0], ast.Name)
-                and test.args[0].id == node.id
-            ):
+            tested = isinstance_test(anc.test)
+            if tested is None or tested[0] != node.id:
                 continue
-            types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
-            names = [self.qualname(t) or ast.unparse(t) for t in types]
+            names = [self.qualname(t) or ast.unparse(t) for t in tested[1]]
             for branch, containers in ((anc.body, True), (anc.orelse, False)):
                 if not branch or not branch[0].lineno <= line <= (branch[-1].end_lineno or 0):
                     continue

@@ -123,6 +123,41 @@ def is_name(node: ast.AST | None, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
 
+def self_attr_name(node: ast.AST) -> str | None:
+    """`X` for `self.X`; None for anything else."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def isinstance_test(test: ast.AST) -> tuple[str, list[ast.expr]] | None:
+    """`isinstance(x, (A, B))` -> ("x", [A, B]): the plain name a type test asks about and the
+    types it names; None for any other test."""
+    if not (
+        isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Name)
+        and test.func.id == "isinstance"
+        and len(test.args) == 2
+        and isinstance(test.args[0], ast.Name)
+    ):
+        return None
+    types = test.args[1]
+    return test.args[0].id, list(types.elts) if isinstance(types, ast.Tuple) else [types]
+
+
+@per_node
+def assignments_by_name(scope: ast.AST) -> dict[str, list[ast.Assign]]:
+    """`name = value` statements of a function's own body, by each plain name they bind
+    (`a = b = v` under both), indexed once per scope."""
+    out: dict[str, list[ast.Assign]] = {}
+    for n in own_nodes(scope):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    out.setdefault(t.id, []).append(n)
+    return out
+
+
 def parameters(func: ast.AST) -> set[str]:
     """The names a function (or lambda) takes as arguments."""
     args = getattr(func, "args", None)

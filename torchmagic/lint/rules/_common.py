@@ -10,7 +10,7 @@ import types
 
 from ..context import Context
 from ..kinds import DEVICE, TENSOR_KINDS
-from ..nodes import is_atom, move_target
+from ..nodes import is_atom, keyword, move_target, per_node, terminal_name
 
 CUDA_PREFIX = "cuda"
 
@@ -193,13 +193,6 @@ def root_name(node: ast.AST) -> str | None:
     return root.id if isinstance(root, ast.Name) else None
 
 
-def self_attr_name(node: ast.AST) -> str | None:
-    """`X` for `self.X`; None for anything else."""
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return None
-
-
 def switches_grad_off(node: ast.AST) -> bool:
     """`m.requires_grad_(False)`: the module or tensor stops recording gradients."""
     return (
@@ -254,3 +247,26 @@ def live_function(ctx: Context, name: str) -> ast.FunctionDef | ast.AsyncFunctio
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == name:
             cache[name] = fn
     return cache[name]  # type: ignore[return-value]
+
+
+@per_node
+def declared_options(tree: ast.AST) -> dict[str, list[ast.expr | None]]:
+    """`parser.add_argument("--n-samples", type=int, default=8)` -> {"n_samples": [<8>]}: for
+    each command-line option a source declares, under the name argparse stores it by (`dest=`,
+    or the long flag with `-` read as `_`), the `default=` of each declaration in order (None
+    where one has none). Found once per tree."""
+    out: dict[str, list[ast.expr | None]] = {}
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and terminal_name(n.func) == "add_argument" and n.args):
+            continue
+        flags = [a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        long = next((f for f in flags if f.startswith("--")), None)
+        dest_kw = keyword(n, "dest")
+        if isinstance(dest_kw, ast.Constant) and isinstance(dest_kw.value, str):
+            dest = dest_kw.value
+        elif long is not None:
+            dest = long[2:].replace("-", "_")
+        else:
+            continue
+        out.setdefault(dest, []).append(keyword(n, "default"))
+    return out

@@ -10,9 +10,9 @@ from ...report import Fix
 from ..context import Context, LoopInfo
 from ..fixes import fix_of
 from ..kinds import LOADER, MODULE
-from ..nodes import has_kwargs_splat, keyword, per_node, remember, terminal_name
+from ..nodes import has_kwargs_splat, keyword, remember, terminal_name
 from ..registry import check
-from ._common import chain_root, is_cuda_move, live_function, move_target, unparse
+from ._common import chain_root, declared_options, is_cuda_move, live_function, move_target, unparse
 
 _WRAPPERS = ("enumerate", "tqdm", "iter", "zip")
 NOTES = "TM801"  # ctx.notes key: module-level loader names -> built with pin_memory=True?
@@ -100,21 +100,9 @@ def _cpu_by_default(ctx: Context, option: str) -> bool:
     tree = ctx.stack[0] if ctx.stack else None
     if tree is None:
         return False
-    defaults = _option_defaults(tree)
-    default = defaults.get(f"--{option}", defaults.get(f"--{option.replace('_', '-')}"))
+    declared = declared_options(tree).get(option)
+    default = declared[0] if declared else None
     return isinstance(default, ast.Constant) and default.value == "cpu"
-
-
-@per_node
-def _option_defaults(tree: ast.AST) -> dict[str, ast.AST | None]:
-    """`--name` -> the `default=` of its first `add_argument`, found once per tree."""
-    out: dict[str, ast.AST | None] = {}
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument":
-            for a in n.args:
-                if isinstance(a, ast.Constant) and isinstance(a.value, str):
-                    out.setdefault(a.value, keyword(n, "default"))
-    return out
 
 
 def _chosen_at_run_time(ctx: Context, origin: ast.AST) -> bool:

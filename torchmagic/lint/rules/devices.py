@@ -30,6 +30,7 @@ from ..nodes import (
     parents_of,
     per_node,
     remember,
+    self_attr_name,
     terminal_name,
     top_level_calls,
 )
@@ -40,7 +41,6 @@ from ._common import (
     is_cuda_literal,
     is_cuda_move,
     move_target,
-    self_attr_name,
     unparse,
     unparse_operand,
 )

@@ -8,7 +8,7 @@ from ..accelerator import ACCELERATOR, where
 from ..context import Context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
-from ..nodes import sole_bindings, terminal_name
+from ..nodes import is_name, sole_bindings, terminal_name
 from ..registry import check
 from ._common import unparse, unparse_operand
 
@@ -373,8 +373,7 @@ def _elements_are_objects(loop: ast.For) -> bool:
     funcs = {id(n.func) for stmt in loop.body for n in ast.walk(stmt) if isinstance(n, ast.Call)}
     return any(
         isinstance(n, ast.Attribute)
-        and isinstance(n.value, ast.Name)
-        and n.value.id == name
+        and is_name(n.value, name)
         and id(n) not in funcs
         and n.attr not in _TENSOR_DATA_ATTRS
         for stmt in loop.body
@@ -409,7 +408,7 @@ def _only_converts(loop: ast.For) -> bool:
         arg = arg.func.value
     else:
         return False
-    return isinstance(arg, ast.Name) and arg.id == loop.target.id
+    return is_name(arg, loop.target.id)
 
 
 def _window_size(part: ast.AST, loop_vars: set[str]) -> ast.AST | None:

@@ -27,6 +27,7 @@ from ..kinds import (
 )
 from ..nodes import (
     ancestors,
+    assignments_by_name,
     enclosing_blocks,
     has_kwargs_splat,
     keyword,
@@ -37,6 +38,7 @@ from ..nodes import (
     per_node,
     read_only_for_python,
     remember,
+    self_attr_name,
     terminal_name,
 )
 from ..registry import check
@@ -44,7 +46,6 @@ from ._common import (
     chain_nodes,
     chain_root,
     name_like,
-    self_attr_name,
     switches_grad_off,
     unparse,
     unparse_operand,
@@ -1505,15 +1506,21 @@ def _runs_it_without_grad(ctx: Context, recv: ast.Attribute) -> bool:
     would put it back into training mode (dropout, codebook updates) on every step.
     TM104 leaves the block alone for the same reason."""
     for node in reversed(ctx.stack):
-        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
-            grad_context(ctx, i.context_expr) in ("no_grad", "inference_mode") for i in node.items
-        ):
+        if _turns_grad_off(ctx, node):
             return any(
                 isinstance(n, ast.Call) and self_attr_name(n.func) == recv.attr
                 for stmt in node.body
                 for n in ast.walk(stmt)
             )
     return False
+
+
+def _turns_grad_off(ctx: Context, node: ast.AST) -> bool:
+    """`with torch.no_grad():` / `with torch.inference_mode():`: a block that records no graph
+    whatever the program's state (not `set_grad_enabled(cond)`, which may leave it on)."""
+    return isinstance(node, (ast.With, ast.AsyncWith)) and any(
+        grad_context(ctx, i.context_expr) in ("no_grad", "inference_mode") for i in node.items
+    )
 
 
 def _assigned_before(fn: ast.AST, recv: ast.Attribute, call: ast.Call) -> bool:
@@ -1565,11 +1572,11 @@ def _alternates_phases(fn: ast.AST, call: ast.Call) -> bool:
         and not n.args
         and unparse(n.func.value).split(".")[0] == "self"
     ]
-    me = (call.lineno, call.func.attr, unparse(call.func.value))  # type: ignore[attr-defined]
-    for line, attr, recv in switches:
-        if me[1] == "eval" and attr == "train" and line > me[0] and _covers(me[2], recv):
+    my_line, my_switch, mine = call.lineno, call.func.attr, unparse(call.func.value)  # type: ignore[attr-defined]
+    for line, switch, recv in switches:
+        if my_switch == "eval" and switch == "train" and line > my_line and _covers(mine, recv):
             return True
-        if me[1] == "train" and attr == "eval" and line < me[0] and _covers(recv, me[2]):
+        if my_switch == "train" and switch == "eval" and line < my_line and _covers(recv, mine):
             return True
     return False
 
@@ -1700,9 +1707,7 @@ def _part_of(f: ast.AST) -> str | None:
         return None
     while isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute):
         f = f.value
-    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
-        return f.attr
-    return None
+    return self_attr_name(f)
 
 
 def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
@@ -2196,11 +2201,7 @@ def _recomputed_in_forward(ctx: Context, attr: str) -> bool:
             if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "forward"):
                 continue
             for stmt in fn.body:  # unconditionally: its own statements, not a branch's
-                if (
-                    isinstance(stmt, ast.Assign)
-                    and any(_is_self_attr(t, attr) for t in stmt.targets)
-                    and not any(_is_self_attr(n, attr) for n in ast.walk(stmt.value))
-                ):
+                if isinstance(stmt, ast.Assign) and _rebinds_anew(stmt, attr):
                     return True
     return False
 
@@ -2216,15 +2217,13 @@ def _empty_placeholder(ctx: Context, value: ast.AST, attr: str) -> bool:
         and any(isinstance(a, ast.Constant) and a.value == 0 and type(a.value) is int for a in value.args)
     ):
         return False
-    init = ctx.frame.node
-    return any(
-        isinstance(n, ast.Assign)
-        and any(_is_self_attr(t, attr) for t in n.targets)
-        and not any(_is_self_attr(x, attr) for x in ast.walk(n.value))
-        for cls in _class_nodes(ctx)
-        for fn in cls.body
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn is not init
-        for n in ast.walk(fn)
+    return any(_rebinds_anew(n, attr) for n in _assignments_after_init(ctx))
+
+
+def _rebinds_anew(stmt: ast.Assign, attr: str) -> bool:
+    """`self.<attr> = <value>` from something other than `self.<attr>` itself."""
+    return any(_is_self_attr(t, attr) for t in stmt.targets) and not any(
+        _is_self_attr(n, attr) for n in ast.walk(stmt.value)
     )
 
 
@@ -2666,7 +2665,7 @@ def _running_statistics(ctx: Context, node: ast.AST) -> bool:
     if as_statistic(node, up):
         return True
     # bound to a name (`mean = mean.detach()`, also one element of a tuple assignment)
-    while isinstance(up, ast.Tuple):
+    if isinstance(up, ast.Tuple):
         holder = parents.get(id(up))
         if not (
             isinstance(holder, ast.Assign)
@@ -2676,11 +2675,10 @@ def _running_statistics(ctx: Context, node: ast.AST) -> bool:
             return False
         k = next(i for i, e in enumerate(up.elts) if e is node)
         target = holder.targets[0].elts[k] if k < len(holder.targets[0].elts) else None
-        break
-    else:
-        if not (isinstance(up, ast.Assign) and len(up.targets) == 1):
-            return False
+    elif isinstance(up, ast.Assign) and len(up.targets) == 1:
         holder, target = up, up.targets[0]
+    else:
+        return False
     if not isinstance(target, ast.Name):
         return False
     uses = [
@@ -2705,22 +2703,11 @@ def _built_without_grad(ctx: Context, expr: ast.AST) -> bool:
     for _ in range(4):
         if not isinstance(expr, ast.Name):
             return False
-        name, line = expr.id, expr.lineno
-        bound = [
-            n
-            for n in own_nodes(fn)
-            if isinstance(n, ast.Assign)
-            and n.lineno < line
-            and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
-        ]
+        bound = [n for n in assignments_by_name(fn).get(expr.id, ()) if n.lineno < expr.lineno]
         if not bound:
             return False
         last = max(bound, key=lambda n: n.lineno)
-        if any(
-            isinstance(up, (ast.With, ast.AsyncWith))
-            and any(grad_context(ctx, i.context_expr) in ("no_grad", "inference_mode") for i in up.items)
-            for up in ancestors(parents, last)
-        ):
+        if any(_turns_grad_off(ctx, up) for up in ancestors(parents, last)):
             return True
         value: ast.AST = last.value
         while isinstance(value, (ast.Subscript, ast.Attribute)):

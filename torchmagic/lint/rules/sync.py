@@ -41,6 +41,7 @@ from ..nodes import (
     ancestors,
     block_of,
     enclosing_blocks,
+    isinstance_test,
     keyword,
     own_nodes,
     parameter_default,
@@ -53,7 +54,7 @@ from ..nodes import (
 )
 from ..registry import check
 from ..walker import is_step_loop
-from ._common import format_template, move_target, root_name, unparse, unparse_operand
+from ._common import declared_options, format_template, move_target, root_name, unparse, unparse_operand
 
 # Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
 _NOT_TENSOR = frozenset(
@@ -71,6 +72,18 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 def _loop_names(loop: ast.AST) -> set[str]:
     target = getattr(loop, "target", None)
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+
+
+def _iterable(loop: ast.AST) -> ast.AST | None:
+    """What a loop walks: a `for`'s iterable, or a comprehension's first one."""
+    return loop.generators[0].iter if isinstance(loop, _COMPREHENSIONS) else getattr(loop, "iter", None)
+
+
+def _unenumerated(it: ast.AST | None) -> ast.AST | None:
+    """`xs` for `enumerate(xs)`: the items an enumeration walks."""
+    if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
+        return it.args[0]
+    return it
 
 
 def _iteration_names(loop: ast.AST) -> set[str]:
@@ -696,21 +709,10 @@ def _option_defaults(tree: ast.AST) -> dict[str, int]:
     """`parser.add_argument("--n_samples", type=int, default=8)` -> {"n_samples": 8}: the
     integer defaults of the command-line options a source declares (an option declared twice
     with different defaults is left out)."""
-    found: dict[str, set[int]] = {}
-    for n in ast.walk(tree):
-        if not (isinstance(n, ast.Call) and terminal_name(n.func) == "add_argument" and n.args):
-            continue
-        flags = [a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        long = next((f for f in flags if f.startswith("--")), None)
-        dest_kw, default = keyword(n, "dest"), keyword(n, "default")
-        if isinstance(dest_kw, ast.Constant) and isinstance(dest_kw.value, str):
-            dest = dest_kw.value
-        elif long is not None:
-            dest = long[2:].replace("-", "_")
-        else:
-            continue
-        value = default.value if isinstance(default, ast.Constant) and type(default.value) is int else None
-        found.setdefault(dest, set()).add(value)
+    found = {
+        dest: {d.value if isinstance(d, ast.Constant) and type(d.value) is int else None for d in defaults}
+        for dest, defaults in declared_options(tree).items()
+    }
     return {k: v for k, vs in found.items() if len(vs) == 1 and (v := next(iter(vs))) is not None}
 
 
@@ -1021,7 +1023,7 @@ def _reads_each_element(ctx: Context, loop: ast.AST, value: ast.AST | None) -> b
     """`[labels[y.item()] for y in preds]`: the loop walks a tensor (or a list of them) and
     reads each element: one sync per element, where one `.tolist()` would do."""
     targets = _iteration_names(loop)
-    it = loop.generators[0].iter if isinstance(loop, _COMPREHENSIONS) else getattr(loop, "iter", None)
+    it = _iterable(loop)
     if isinstance(value, ast.Name) and value.id in targets:
         return True
     return it is not None and ctx.kind(it) in TENSOR_KINDS
@@ -1318,9 +1320,7 @@ def _queues_no_gpu_work(ctx: Context, node: ast.AST, host: set[str]) -> bool:
 def _over_batch_items(ctx: Context, loop: ast.For | ast.AsyncFor) -> bool:
     """`for i in range(len(images))`, `range(x.size(0))`, `for img in images` (a tensor): a loop
     over the items of one batch, not over batches."""
-    it = loop.iter
-    if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
-        it = it.args[0]
+    it = _unenumerated(loop.iter)
     if isinstance(it, ast.Name):
         return ctx.kind(it) in TENSOR_KINDS
     if not (
@@ -1353,9 +1353,7 @@ def _loop_queues_nothing(ctx: Context, loop: ast.AST, value: ast.AST, call: ast.
         return _comprehension_queues_nothing(ctx, loop, value)
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return False
-    it = loop.iter
-    if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
-        it = it.args[0]
+    it = _unenumerated(loop.iter)
     if is_step_loop(loop) and not (_walks_held_values(ctx, it) and _only_copies_out(loop, call)):
         return False
     if not _launches_no_work(value) or ctx.kind(it) in TENSOR_KINDS:
@@ -1653,9 +1651,7 @@ def _per_dimension(ctx: Context, loop: ast.AST) -> bool:
     """A walk over `torch.where(mask)` (one argument) or `x.nonzero(as_tuple=True)`: a tuple of
     one index tensor per dimension (two or three), whose size the call had to wait for, so the
     reads of its parts wait for nothing new. Not a walk over the indices themselves."""
-    it = loop.generators[0].iter if isinstance(loop, _COMPREHENSIONS) else getattr(loop, "iter", None)
-    if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
-        it = it.args[0]
+    it = _unenumerated(_iterable(loop))
     if not isinstance(it, ast.Call):
         return False
     q = ctx.qualname(it.func) or ""
@@ -1677,16 +1673,9 @@ def _converted_by_type(ctx: Context, call: ast.Call) -> bool:
     walked = _iteration_names(ctx.loops[-1].node)
     for anc in reversed(ctx.stack):
         if isinstance(anc, (ast.IfExp, ast.If)):
-            test = anc.test
-            if (
-                isinstance(test, ast.Call)
-                and isinstance(test.func, ast.Name)
-                and test.func.id == "isinstance"
-                and len(test.args) == 2
-                and isinstance(test.args[0], ast.Name)
-                and test.args[0].id in walked  # a test of what the loop walks, not of a model
-                and _within_branch(anc, call)
-            ):
+            tested = isinstance_test(anc.test)
+            # a test of what the loop walks, not of a model
+            if tested is not None and tested[0] in walked and _within_branch(anc, call):
                 return True
         if anc is ctx.loops[-1].node:
             return False
