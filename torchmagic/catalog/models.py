@@ -171,7 +171,14 @@ RULES = [
             forward pass, an `eval()` of the module (or a part) followed by a `train()` of it or of one of its
             parts (`self.eval()` for a sampling rollout, then `self.core.train()` for the policy loss): a phase
             switch in the middle of one algorithm step, which no caller could make (both calls). The reverse
-            order, `train()` then `eval()`, leaves the module in eval mode and is flagged
+            order, `train()` then `eval()`, leaves the module in eval mode and is flagged. In a method outside
+            the forward path, an `eval()` after which the method records no graph (decorated `@torch.no_grad()`
+            or `@torch.inference_mode()`, or going on into such a block): an inference entry point by what it
+            does, whatever its name (`tokenize`, a sampling or search loop). In the forward pass (or a helper
+            of it), `self.<part>.eval()`: the part runs in eval mode on every call whatever the caller set (a
+            frozen teacher, a BatchNorm used as a fixed affine map), so removing the call would change what the
+            module computes. `self.eval()`/`self.train()` of the whole module in the forward pass (it stays in
+            that mode after the call) and `self.<part>.train()` there are still flagged
             """,
     ),
     Rule(

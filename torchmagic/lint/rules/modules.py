@@ -1454,6 +1454,15 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
             return  # `generate()` samples in eval mode: what it needs, not the caller's choice
         if fn is not None and _switched_to_eval_before(fn, call):
             return  # `self.eval()` ... `self.train()`: the entry point puts back the mode it left
+    if (
+        call.func.attr == "eval"
+        and fn is not None
+        and not ctx.in_forward
+        and _runs_without_grad(ctx, fn, call)
+    ):
+        return  # `@torch.no_grad() def tokenize(self): self.eval(); ...`: an inference entry point by what it does
+    if is_sub and call.func.attr == "eval" and ctx.in_forward:
+        return  # the part runs in eval on every call whatever the caller set: its fixed mode, the author's choice
     if fn is not None and not ctx.in_forward and _alternates_phases(fn, call):
         return  # an eval-mode rollout, then the training phase, inside one algorithm step
     if is_sub and fn is not None and _assigned_before(fn, recv, call):
@@ -1471,6 +1480,19 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
         f"`{unparse(call.func)}()` inside `{ctx.cls.name}.{ctx.method}` switches the mode the caller set.",  # type: ignore[union-attr]
         "Remove it and let the caller call `model.train()` / `model.eval()`.",
     )
+
+
+def _runs_without_grad(ctx: Context, fn: ast.AST, call: ast.Call) -> bool:
+    """A method outside the forward path that records no graph after its `eval()`: decorated
+    `@torch.no_grad()` / `@torch.inference_mode()`, or going on into such a block (`self.eval()`
+    then `with torch.no_grad():` a sampling loop). It is an inference entry point by what it does,
+    whatever its name (`tokenize`, `reinforce_optim_one_mol`): it needs eval mode, and the caller
+    that wants a result from it has nothing to set."""
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        grad_context(ctx, d) in ("no_grad", "inference_mode") for d in fn.decorator_list
+    ):
+        return True
+    return any(_turns_grad_off(ctx, n) and n.lineno > call.lineno for n in own_nodes(fn))
 
 
 def _restores_a_saved_mode(ctx: Context, call: ast.Call) -> bool:
