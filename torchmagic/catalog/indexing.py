@@ -44,7 +44,10 @@ RULES = [
             a literal `k <= 16` (candidates tried in turn); a body that only turns each element into a Python number
             for a list (`shape.append(int(el))`: `.tolist()` is the fix, TM301's when it waits); a body that reads an
             attribute no tensor has from each element (`tree.nodes`): the loop walks objects, whatever the name was
-            guessed to hold;
+            guessed to hold; a loop whose element is only handed to functions and whose body adds an operation over
+            whole dimensions of other tensors into an accumulator built before it (`for offset in offsets:
+            coef, ind = weights(tm, offset); out += coef * image[:, :, ind]`): a sum over one short dimension (kernel
+            taps) whose every step is already vectorised;
             bodies that only copy a block per iteration whose bounds move with the loop
             (`folded[k] = x[:, lo:hi]` per fold, `parts.append(dets[first:last])` per image), with
             integer bookkeeping: one copy per block, not work element by element

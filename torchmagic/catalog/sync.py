@@ -133,7 +133,9 @@ RULES = [
             names of a distribution's parameters, `{n: getattr(d, n).cpu() for n in d.arg_constraints.keys()}`, or over
             the positions of a list, `[embs[i][run].cpu().numpy() for i in range(len(embs))]`, or over
             the tuple of one index tensor per dimension that `torch.where(mask)` or `x.nonzero(as_tuple=True)`
-            returns, whose size the call already waited for, not
+            returns, whose size the call already waited for, or the key of each group of a `torch.unique`
+            (`for g in torch.unique(groups): results[int(g.item())] = ...`: the loop's own element, a value
+            the call already waited for; a statistic of the group read there is still flagged), not
             over a tensor's rows, `[t[i].cpu() for i in range(len(t))]`; or a loop, in no other
             loop, over values a name already holds, such as a detector's outputs, `for pred in
             predictions: boxes = pred["boxes"].detach().cpu().numpy()`, when it calls nothing but

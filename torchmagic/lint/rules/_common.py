@@ -32,6 +32,14 @@ def unparse(node: ast.AST, limit: int = 60) -> str:
     return (cut[:boundary] if boundary > limit // 2 else cut).rstrip(" ,.([") + "…"
 
 
+def over_unique_groups(ctx: Context, it: ast.AST | None) -> bool:
+    """`for stratum in torch.unique(strata)` (or a name bound to it): one pass per distinct
+    value, each over a masked subset of its own size (a stratified loss, per-class NMS), not an
+    element-wise loop that one operation replaces."""
+    value = ctx.origin(it) if isinstance(it, ast.Name) else it
+    return isinstance(value, ast.Call) and terminal_name(value.func) in ("unique", "unique_consecutive")
+
+
 def unparse_operand(node: ast.AST, limit: int = 60) -> str:
     """`unparse` of a node that a message follows with `.attr`: `(xs ** 2).data`, not `xs ** 2.data`."""
     text = unparse(node, limit)

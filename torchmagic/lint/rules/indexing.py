@@ -10,7 +10,7 @@ from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
 from ..nodes import is_name, sole_bindings, terminal_name
 from ..registry import check
-from ._common import unparse, unparse_operand
+from ._common import over_unique_groups, unparse, unparse_operand
 
 
 def _length_of(ctx: Context, expr: ast.AST, depth: int = 0) -> ast.AST | None:
@@ -272,9 +272,14 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
     if ctx.is_tensor(it) and not isinstance(it, ast.Call):
         if _calls_a_module(ctx, node.body) or _recurrence(node.body):
             return
-        if _over_groups(ctx, it) or _few_leading(it) or _elements_are_objects(node) or _only_converts(node):
+        if (
+            over_unique_groups(ctx, it)
+            or _few_leading(it)
+            or _elements_are_objects(node)
+            or _only_converts(node)
+        ):
             return
-        if _only_side_effects(ctx, node.body, it) or _copies_blocks(node):
+        if _only_side_effects(ctx, node.body, it) or _copies_blocks(node) or _sums_whole_steps(node):
             return
         ctx.flag(
             node,
@@ -332,12 +337,52 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
     )
 
 
-def _over_groups(ctx: Context, it: ast.AST) -> bool:
-    """`for stratum in torch.unique(strata)` (or a name bound to it): one pass per distinct
-    value, each over a masked subset of its own size (a stratified loss, per-class NMS), not an
-    element-wise loop that one operation replaces."""
-    value = ctx.origin(it) if isinstance(it, ast.Name) else it
-    return isinstance(value, ast.Call) and terminal_name(value.func) in ("unique", "unique_consecutive")
+def _full_slice(node: ast.AST) -> bool:
+    """`image[:, :, idx]`: a subscript that keeps at least one whole dimension."""
+    if not isinstance(node, ast.Subscript):
+        return False
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    return any(
+        isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None for p in parts
+    )
+
+
+def _sums_whole_steps(loop: ast.For) -> bool:
+    """`for offset in offsets: coef, ind = weights(tm, offset); out += coef * image[:, :, ind]`: each
+    row of the small tensor (a kernel offset, a tap) is only handed to functions, and each step adds
+    an operation over whole dimensions of other tensors into an accumulator built before the loop.
+    The loop is a sum over one short dimension whose every step is already vectorised; folding
+    that dimension in too would multiply the memory by its length."""
+    if not isinstance(loop.target, ast.Name):
+        return False
+    var = loop.target.id
+    handed = {
+        id(a)
+        for stmt in loop.body
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.Call)
+        for a in [*n.args, *(k.value for k in n.keywords)]
+    }
+    uses = [n for stmt in loop.body for n in ast.walk(stmt) if is_name(n, var)]
+    if not uses or any(id(u) not in handed for u in uses):
+        return False
+    bound = {
+        n.id
+        for stmt in loop.body
+        for a in ast.walk(stmt)
+        if isinstance(a, ast.Assign)
+        for t in a.targets
+        for n in ast.walk(t)
+        if isinstance(n, ast.Name)
+    }  # the accumulator is not rebound inside the loop, only added to
+    return any(
+        isinstance(stmt, ast.AugAssign)
+        and isinstance(stmt.op, ast.Add)
+        and isinstance(stmt.target, ast.Name)
+        and stmt.target.id not in bound
+        and any(_full_slice(n) for n in ast.walk(stmt.value))
+        for stmt in loop.body
+    )
 
 
 def _few_leading(it: ast.AST) -> bool:

@@ -54,7 +54,15 @@ from ..nodes import (
 )
 from ..registry import check
 from ..walker import is_step_loop
-from ._common import declared_options, format_template, move_target, root_name, unparse, unparse_operand
+from ._common import (
+    declared_options,
+    format_template,
+    move_target,
+    over_unique_groups,
+    root_name,
+    unparse,
+    unparse_operand,
+)
 
 # Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
 _NOT_TENSOR = frozenset(
@@ -1585,6 +1593,8 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         return
     if _host_needs_it(ctx, call) and not _reads_each_element(ctx, loop, value):
         return
+    if value is not None and _group_key(ctx, loop, value):
+        return  # `key = int(stratum.item())` per `torch.unique` group: its size was waited for already
     if value is not None and _joins_collected_results(ctx, loop, value):
         return  # `[torch.cat(x).cpu() for x in zip(*stats)]`: the one read after the batch loop
     if _decoding_loop(ctx):
@@ -1644,6 +1654,17 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         else "Accumulate on the device (`total += loss.detach()`) and read the value once after the"
         " loop, or only every N steps.",
         needs_accelerator=place is None,
+    )
+
+
+def _group_key(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
+    """`for stratum in torch.unique(strata): ... results[int(stratum.item())] = ...`: the read is of
+    the loop's own element, one distinct value of a `torch.unique` whose output size the CPU had to
+    wait for. A handful of keys, each needed on the host to name its group's result."""
+    return (
+        isinstance(value, ast.Name)
+        and value.id in _loop_names(loop)
+        and over_unique_groups(ctx, _iterable(loop))
     )
 
 
