@@ -45,7 +45,10 @@ RULES = [
             (`f(x, torch.tensor(y_th))` with `y_th=10.0`, or from arithmetic on numbers,
             `x * torch.tensor(self.dim**0.5, dtype=x.dtype)`): PyTorch takes it as a scalar next to a
             tensor on any device (one appended to a list or joined by `torch.stack`/`torch.cat`
-            still is flagged: joining needs one device). The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
+            still is flagged: joining needs one device). Zero-element tensors (`torch.empty(0, dtype=torch.long)`)
+            bound in one branch of an `if` whose other branch binds the same names from a computation: typed
+            stand-ins for values that branch does not use (TorchScript wants one type); an empty tensor grown with
+            the inputs (`out = torch.empty(0, 8)`, then `torch.cat([out, y])`) is still flagged. The hint names only spellings PyTorch has: `x.new_*` for zeros/ones/empty/full/tensor, `torch.*_like`
             for zeros/ones/empty/full/rand/randn/randint, `device=` for the rest (`arange`, `eye`,
             `linspace`, ...)
             """,
@@ -251,7 +254,10 @@ RULES = [
             over layers registered another way: `self.<attr>` aliases, or layers the same method registers with
             `setattr(self, name, layer)`, `self.add_module(name, layer)` or `self.<attr> = layer`; a list the class
             itself hands to a container (`nn.Sequential(*self.layers)`, `nn.ModuleList(self.parts)`) or registers
-            item by item in a loop over it (`self.add_module(f"head{i}", head)`)
+            item by item in a loop over it (`self.add_module(f"head{i}", head)`); wrappers appended in a loop over a
+            module the class already holds (`for m in self.members: self.views.append(View(m, scale))`), when the
+            wrapper class builds no layer or parameter of its own: their only weights are the members', already
+            registered (a wrapper that adds a layer is still flagged)
             """,
         autofix="""
             Safe. Wraps a list, tuple or comprehension of modules in `nn.ModuleList(...)`, a dict
@@ -364,7 +370,9 @@ RULES = [
             logits; a loss that detaches its only prediction is still flagged); the output of a submodule the class freezes
             (`self.cnn.requires_grad_(False)`); a value computed inside a `no_grad`/`inference_mode` block of the same
             method (`with torch.no_grad(): out = self.prior(x)`, then `recon = out["recon"]` and `recon.detach()`): it has
-            no graph to cut; statistics handed only as the `running_mean`/`running_var` of `F.batch_norm` or
+            no graph to cut; a module whose every owner in the source calls it only inside `no_grad` blocks
+            (`self.latent = LatentModel()`, then `with torch.no_grad(): z = self.latent(x)`): its forward never records
+            a graph (one call with gradients on, anywhere, keeps it flagged); statistics handed only as the `running_mean`/`running_var` of `F.batch_norm` or
             `F.instance_norm` (`var, mean = var.detach(), mean.detach()` then `F.batch_norm(x, mean, var)`), which are
             updated in place and must not require grad; a stop-gradient that blocks one path of several, so gradients
             still reach the layers before it: the straight-through estimator (`z + (q - z).detach()`,

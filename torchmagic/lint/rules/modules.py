@@ -30,6 +30,7 @@ from ..nodes import (
     assignments_by_name,
     enclosing_blocks,
     has_kwargs_splat,
+    is_name,
     keyword,
     own_nodes,
     parameter_default,
@@ -80,6 +81,8 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         return  # `f(x, torch.tensor(eps))`: a 0-dim CPU tensor mixes with tensors of any device
     if _of_a_tensor(ctx, call, name):
         return  # `torch.tensor(t)` copies `t` on `t`'s own device: no CPU tensor is built
+    if _placeholder_of_the_other_branch(ctx, call):
+        return  # `else: idx = torch.empty(0, dtype=torch.long)`: a typed stand-in the branch never fills
     legacy = _legacy_wrapper(ctx, call)
     if legacy is not None:
         wrapper, dtype = legacy
@@ -98,6 +101,44 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         " `self.register_buffer(...)` in `__init__`.",
         fix=_on_input_device(call, name, ctx),
     )
+
+
+def _zero_elements(call: ast.Call) -> bool:
+    """`torch.empty(0, dtype=...)`, `torch.zeros((0, 3))`: a size with a literal 0, nothing allocated."""
+    if not call.args:
+        return False
+    sizes = call.args[0].elts if isinstance(call.args[0], (ast.Tuple, ast.List)) else call.args
+    return any(isinstance(a, ast.Constant) and a.value == 0 and type(a.value) is int for a in sizes)
+
+
+def _placeholder_of_the_other_branch(ctx: Context, call: ast.Call) -> bool:
+    """`if self.opt: rows, cols = build_index(edges) else: rows, cols = torch.empty(0), torch.empty(0)`:
+    zero-element tensors bound in one branch of an `if` whose other branch binds the same names
+    from a computation. They stand in for values that branch does not use (TorchScript wants one
+    type for both), hold no element, and no kernel reads them."""
+    if ctx.qualname(call.func) not in ("torch.empty", "torch.zeros", "torch.ones") or not _zero_elements(
+        call
+    ):
+        return False
+    stmt = ctx.statement()
+    if not isinstance(stmt, ast.Assign):
+        return False
+    mine = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    for anc in reversed(ctx.stack):
+        if isinstance(anc, ast.If) and anc.orelse:
+            other = anc.orelse if stmt in anc.body else anc.body if stmt in anc.orelse else None
+            if other is None:
+                return False
+            bound = {
+                n.id
+                for st in other
+                if isinstance(st, ast.Assign)
+                for t in st.targets
+                for n in ast.walk(t)
+                if isinstance(n, ast.Name)
+            }
+            return bool(mine) and mine <= bound
+    return False
 
 
 _LEGACY_DTYPES = {
@@ -1796,6 +1837,53 @@ def _unregistered_module(ctx: Context, item: ast.AST) -> bool:
     return ctx.kind(item) in (MODULE, PARAMETER) and not _registered_alias(ctx, item)
 
 
+def _wraps_a_held_module(ctx: Context, item: ast.AST) -> bool:
+    """`for member in self.ensemble.members: self.views.append(View(member, noise))`: an instance of a
+    module class of this source that builds no layer or parameter of its own, made around an
+    element of a loop over a module the class already holds. Its only weights are that member's,
+    which `.parameters()`, `.to()` and `state_dict()` already reach through `self.ensemble`;
+    registering the wrappers would only save the same weights twice under new keys."""
+    value = ctx.origin(item) if isinstance(item, ast.Name) else item
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+        return False
+    info = ctx.classes.get(value.func.id)
+    if info is None or info.kind != MODULE or not _builds_no_layer(ctx, info.node):
+        return False
+    loops = [
+        n
+        for n in ctx.stack
+        if isinstance(n, ast.For)
+        and isinstance(n.target, ast.Name)
+        and isinstance(n.iter, ast.Attribute)
+        and unparse(n.iter).startswith("self.")
+    ]
+    handed = {
+        n.id
+        for a in [*value.args, *(k.value for k in value.keywords)]
+        for n in ast.walk(a)
+        if isinstance(n, ast.Name)
+    }
+    return any(loop.target.id in handed for loop in loops)  # type: ignore[union-attr]
+
+
+def _builds_no_layer(ctx: Context, cls: ast.ClassDef) -> bool:
+    """The class's `__init__` creates no module and no parameter: it keeps what it is given."""
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if init is None:
+        return False
+    for n in ast.walk(init):
+        if not isinstance(n, ast.Call):
+            continue
+        q = ctx.qualname(n.func) or ""
+        name = n.func.id if isinstance(n.func, ast.Name) else q.rsplit(".", 1)[-1]
+        if q.startswith("torch.nn.") or name in _REGISTERING:
+            return False
+        info = ctx.classes.get(name)
+        if info is not None and info.kind == MODULE and name != cls.name:
+            return False  # (its own class: the wrappers it makes of members, this very case)
+    return True
+
+
 def _registered_alias(ctx: Context, item: ast.AST) -> bool:
     """`self.encoder`: a module assigned to an attribute is registered already, so a list of
     them (an iteration order, `self.order = [self.a, self.b]`) hides nothing from PyTorch.
@@ -1855,6 +1943,8 @@ def unregistered_submodules(node: ast.AST, ctx: Context) -> None:
             return
         args = node.args[-1:] if f.attr == "insert" else node.args[:1]
         if not any(_unregistered_module(ctx, a) or _holds_modules(ctx, a) for a in args):
+            return
+        if all(_wraps_a_held_module(ctx, a) for a in args):
             return
         if owner.attr in ctx.cls.flagged or _registered_elsewhere(
             ctx, owner.attr
@@ -3418,6 +3508,45 @@ def _write_through(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
+def _run_only_without_grad(ctx: Context) -> bool:
+    """`self.latent = LatentModel()` in another class of the source, which calls `self.latent(x)`
+    only inside `with torch.no_grad():` blocks (a frozen stage of a multi-phase model): this
+    module's forward never records a graph, so a `.detach()` in it cuts nothing. Needs at least
+    one such part and one call, and every call of every such part under `no_grad`."""
+    if ctx.cls is None:
+        return False
+    name = ctx.cls.name
+    cache = _state.setdefault(ctx, {}).setdefault("no_grad_only", {})
+    if name in cache:
+        return cache[name]
+    calls = 0
+    verdict = True
+    for info in ctx.classes.values():
+        cls = info.node
+        parts = {
+            t.attr
+            for a in ast.walk(cls)
+            if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call) and is_name(a.value.func, name)
+            for t in a.targets
+            if isinstance(t, ast.Attribute) and is_name(t.value, "self")
+        }
+        if not parts:
+            continue
+        covered = {
+            id(n)
+            for w in ast.walk(cls)
+            if _turns_grad_off(ctx, w)
+            for stmt in w.body  # type: ignore[attr-defined]
+            for n in ast.walk(stmt)
+        }
+        for n in ast.walk(cls):
+            if isinstance(n, ast.Call) and self_attr_name(n.func) in parts:
+                calls += 1
+                verdict = verdict and id(n) in covered
+    cache[name] = verdict and calls > 0
+    return cache[name]
+
+
 @check("TM107", calls={"detach"}, attrs={"data"})
 def detach_in_forward(node: ast.AST, ctx: Context) -> None:
     if not ctx.in_forward or ctx.grad_mode is not None:
@@ -3446,6 +3575,8 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         return
     if _running_statistics(ctx, node):
         return  # `F.batch_norm(x, mean.detach(), var.detach())`: running statistics must not require grad
+    if _run_only_without_grad(ctx):
+        return  # every model that holds this module calls it inside `no_grad`: no graph to cut
     sub = _submodule_output(ctx, expr)
     if sub is not None:
         if sub in _frozen_submodules(ctx):
