@@ -89,7 +89,10 @@ RULES = [
             function in this source is given from the host: `lengths.cpu()` or a value computed
             from it by tensor methods, arithmetic or a method of the caller's class, for a module's
             `forward` called through the one name or `self.` attribute holding the module, or a
-            function called by name and never passed around); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
+            function called by name and never passed around, and a name the same function moves to the
+            accelerator itself only after the read, with no binding in between (`if lens.max() < k: return`
+            before `model(lens.to(self.device))`): until the move it holds the caller's host data; a read after
+            the move is flagged); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
             `x.numpy() if not on_gpu else ...`, where the other branch is flagged); a value the
             host needs to go on: `env.step(a.item())` or `env.step(a.cpu().numpy())` (also an element of it,
             `env.step(a.cpu().numpy()[0])`, and through

@@ -288,6 +288,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
     chains (`out.detach().cpu()`), torch functions (`F.relu(x)` is where `x` is), module calls
     (`model(x)` is where `model` is), names (live, assigned, or the loop they iterate)."""
     n = node
+    read_line = getattr(node, "lineno", None) if depth == 0 else None
     steps = 0
     # `depth` counts hops from a name to where it was bound (and calls into helpers); moves
     # inside one expression (`pred[:, :, 4].unsqueeze(2)`) only take steps
@@ -373,6 +374,10 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 direct, moved = _numpy_roots(scope)
                 if n.id in direct and n.id not in moved:
                     return CPU  # `torch.where(score > t)[0].numpy()` later: a GPU `score` would raise
+                if read_line is not None and _moved_there_later(ctx, scope, n.id, read_line):
+                    return (
+                        CPU  # `model(lens.to(self.device))` after this read: the caller's data, on the host
+                    )
             if ctx.lookup(n.id) == LOADER:
                 return CPU
             origin = ctx.origin(n)
@@ -748,6 +753,29 @@ def _numpy_roots(scope: ast.AST) -> tuple[frozenset[str], frozenset[str]]:
                 elif isinstance(f, ast.Attribute):
                     todo.append(f.value)
     return frozenset(direct), frozenset(moved)
+
+
+def _moved_there_later(ctx: Context, scope: ast.AST, name: str, line: int) -> bool:
+    """The function moves `name` itself to the accelerator (`name.to(self.device)`, `name.cuda()`)
+    only on lines after `line`, and binds it nowhere before that move: until the move it holds
+    what the caller handed over, which the author moves because it is on the host."""
+    moves = [
+        n.lineno
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("to", "cuda")
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == name
+        and moves_to_accelerator(ctx, n)
+    ]
+    if not moves or min(moves) <= line:
+        return False
+    first = min(moves)
+    return not any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) and line < n.lineno < first
+        for n in ast.walk(scope)
+    )
 
 
 @per_node
