@@ -105,7 +105,9 @@ RULES = [
             state = torch.load("ckpt.pt", map_location=device)
             """,
         not_flagged="""
-            calls with `map_location`; files that hold no device tensors: a NumPy array
+            calls with `map_location`; bytes a child process on this machine just wrote (`torch.load(io.BytesIO(proc.stdout))`
+            with `proc = subprocess.run(...)`): they never reach a machine without the devices they were saved from
+            (bytes from the network still are flagged); files that hold no device tensors: a NumPy array
             (`torch.from_numpy(torch.load(f))`), a file this same code writes from the CPU (it has no accelerator path at
             all, or it moves the model to the CPU before `torch.save`, or it saves host copies, `torch.save({k: v.cpu() for k, v
             in model.state_dict().items()}, path)`); a file reloaded later in the same run (it goes back

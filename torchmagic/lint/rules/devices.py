@@ -426,6 +426,8 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
         return  # a preprocessed dataset or vocabulary: written from the CPU, not a checkpoint
     if into is None and _shipped_constant(ctx, f):
         return  # a table the package ships beside its code, loaded on every user's machine
+    if _from_a_local_process(ctx, f):
+        return  # bytes a child process on this machine just wrote: its devices are this machine's
     target = "device" if ctx.defined("device") else None
     files.loads.append(
         _Load(
@@ -440,6 +442,20 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
             _name_template(_file_node(ctx, f)),
         )
     )
+
+
+def _from_a_local_process(ctx: Context, f: ast.AST | None) -> bool:
+    """`torch.load(io.BytesIO(proc.stdout))` with `proc = subprocess.run(...)` (or the output of
+    `subprocess.check_output(...)`): what a child process on this machine just saved. It never
+    crosses to a machine without the devices it was saved from."""
+    if isinstance(f, ast.Name):
+        f = ctx.origin(f)
+    if not (isinstance(f, ast.Call) and terminal_name(f.func) == "BytesIO" and f.args):
+        return False
+    data = f.args[0]
+    if isinstance(data, ast.Attribute) and data.attr == "stdout":
+        data = ctx.origin(data.value) if isinstance(data.value, ast.Name) else data.value
+    return isinstance(data, ast.Call) and (ctx.qualname(data.func) or "").startswith("subprocess.")
 
 
 _DATA_WORDS = re.compile(r"data|corpus|vocab|split|meta|feature", re.IGNORECASE)
