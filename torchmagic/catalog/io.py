@@ -73,8 +73,7 @@ RULES = [
                 data = torch.load("data.pt")
             """,
         not_flagged="""
-            a file the same function (or the script's top level) writes with `torch.save(obj, same_path)`,
-            or hands the same path to a save helper (`atomic_save(item, item_path)`):
+            a file the same function (or the script's top level) writes with `torch.save(obj, same_path)`:
             a cache of this code's own, not someone else's pickle; a Lightning checkpoint (the
             function reads its `"hyper_parameters"`, or names `"pytorch-lightning_version"`): its
             hyper-parameters are pickled Python objects that the weights-only unpickler refuses,

@@ -9,7 +9,7 @@ from ...report import Fix
 from ..context import Context
 from ..fixes import fix_of
 from ..kinds import MODULE, TENSOR_KINDS
-from ..nodes import keyword, own_nodes, terminal_name
+from ..nodes import keyword, own_nodes
 from ..registry import check
 from ._common import unparse, unparse_operand
 from ._flow import module_node
@@ -379,25 +379,17 @@ def _lightning_checkpoint(ctx: Context) -> bool:
 
 def _written_here(ctx: Context, load: ast.Call) -> bool:
     """`torch.save(dataset, pkl_file)` in the same function (or at the top level) as
-    `torch.load(pkl_file, weights_only=False)`: the file is this code's own cache. Also a save
-    helper given the same path (`atomic_save(item, item_path)`: a function named for saving,
-    handed the very path the load reads)."""
+    `torch.load(pkl_file, weights_only=False)`: the file is this code's own cache."""
     f = load.args[0] if load.args else keyword(load, "f")
     if f is None:
         return False
     path = ast.unparse(f)
     scope = _load_scope(ctx)
     for sub in ast.walk(scope) if scope is not None else ():
-        if not isinstance(sub, ast.Call):
-            continue
-        if ctx.qualname(sub.func) == "torch.save":
+        if isinstance(sub, ast.Call) and ctx.qualname(sub.func) == "torch.save":
             target = sub.args[1] if len(sub.args) > 1 else keyword(sub, "f")
             if target is not None and ast.unparse(target) == path:
                 return True
-        elif "save" in (terminal_name(sub.func) or "").lower() and any(
-            ast.unparse(a) == path for a in [*sub.args, *(k.value for k in sub.keywords)]
-        ):
-            return True
     return False
 
 
