@@ -374,10 +374,9 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 direct, moved = _numpy_roots(scope)
                 if n.id in direct and n.id not in moved:
                     return CPU  # `torch.where(score > t)[0].numpy()` later: a GPU `score` would raise
+                # `model(lens.to(self.device))` after this read: the caller's data, on the host
                 if read_line is not None and _moved_there_later(ctx, scope, n.id, read_line):
-                    return (
-                        CPU  # `model(lens.to(self.device))` after this read: the caller's data, on the host
-                    )
+                    return CPU
             if ctx.lookup(n.id) == LOADER:
                 return CPU
             origin = ctx.origin(n)
@@ -759,23 +758,30 @@ def _moved_there_later(ctx: Context, scope: ast.AST, name: str, line: int) -> bo
     """The function moves `name` itself to the accelerator (`name.to(self.device)`, `name.cuda()`)
     only on lines after `line`, and binds it nowhere before that move: until the move it holds
     what the caller handed over, which the author moves because it is on the host."""
-    moves = [
-        n.lineno
-        for n in ast.walk(scope)
-        if isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and n.func.attr in ("to", "cuda")
-        and isinstance(n.func.value, ast.Name)
-        and n.func.value.id == name
-        and moves_to_accelerator(ctx, n)
-    ]
-    if not moves or min(moves) <= line:
+    moves, stores = _moves_and_stores(scope)
+    lines = [c.lineno for c in moves.get(name, ()) if moves_to_accelerator(ctx, c)]
+    if not lines or min(lines) <= line:
         return False
-    first = min(moves)
-    return not any(
-        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) and line < n.lineno < first
-        for n in ast.walk(scope)
-    )
+    first = min(lines)
+    return not any(line < s < first for s in stores.get(name, ()))
+
+
+@per_node
+def _moves_and_stores(scope: ast.AST) -> tuple[dict[str, list[ast.Call]], dict[str, list[int]]]:
+    """`name.to(...)`/`name.cuda()` calls, and the lines that bind each name, in `scope`."""
+    moves: dict[str, list[ast.Call]] = {}
+    stores: dict[str, list[int]] = {}
+    for n in ast.walk(scope):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("to", "cuda")
+            and isinstance(n.func.value, ast.Name)
+        ):
+            moves.setdefault(n.func.value.id, []).append(n)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            stores.setdefault(n.id, []).append(n.lineno)
+    return moves, stores
 
 
 @per_node

@@ -1499,7 +1499,7 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
         call.func.attr == "eval"
         and fn is not None
         and not ctx.in_forward
-        and _runs_without_grad(ctx, fn, call)
+        and _records_no_graph_after(ctx, fn, call)
     ):
         return  # `@torch.no_grad() def tokenize(self): self.eval(); ...`: an inference entry point by what it does
     if is_sub and call.func.attr == "eval" and ctx.in_forward:
@@ -1523,7 +1523,7 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     )
 
 
-def _runs_without_grad(ctx: Context, fn: ast.AST, call: ast.Call) -> bool:
+def _records_no_graph_after(ctx: Context, fn: ast.AST, call: ast.Call) -> bool:
     """A method outside the forward path that records no graph after its `eval()`: decorated
     `@torch.no_grad()` / `@torch.inference_mode()`, or going on into such a block (`self.eval()`
     then `with torch.no_grad():` a sampling loop). It is an inference entry point by what it does,
@@ -3508,7 +3508,7 @@ def _write_through(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
-def _run_only_without_grad(ctx: Context) -> bool:
+def _owners_call_it_without_grad(ctx: Context) -> bool:
     """`self.latent = LatentModel()` in another class of the source, which calls `self.latent(x)`
     only inside `with torch.no_grad():` blocks (a frozen stage of a multi-phase model): this
     module's forward never records a graph, so a `.detach()` in it cuts nothing. Needs at least
@@ -3575,7 +3575,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         return
     if _running_statistics(ctx, node):
         return  # `F.batch_norm(x, mean.detach(), var.detach())`: running statistics must not require grad
-    if _run_only_without_grad(ctx):
+    if _owners_call_it_without_grad(ctx):
         return  # every model that holds this module calls it inside `no_grad`: no graph to cut
     sub = _submodule_output(ctx, expr)
     if sub is not None:
