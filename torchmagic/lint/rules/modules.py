@@ -47,6 +47,7 @@ from ._common import (
     chain_nodes,
     chain_root,
     name_like,
+    root_name,
     switches_grad_off,
     unparse,
     unparse_operand,
@@ -103,6 +104,10 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
     )
 
 
+# factories whose size alone says whether they hold any element
+_EMPTY_FACTORIES = frozenset({"torch.empty", "torch.zeros", "torch.ones"})
+
+
 def _zero_elements(call: ast.Call) -> bool:
     """`torch.empty(0, dtype=...)`, `torch.zeros((0, 3))`: a size with a literal 0, nothing allocated."""
     if not call.args:
@@ -116,9 +121,7 @@ def _placeholder_of_the_other_branch(ctx: Context, call: ast.Call) -> bool:
     zero-element tensors bound in one branch of an `if` whose other branch binds the same names
     from a computation. They stand in for values that branch does not use (TorchScript wants one
     type for both), hold no element, and no kernel reads them."""
-    if ctx.qualname(call.func) not in ("torch.empty", "torch.zeros", "torch.ones") or not _zero_elements(
-        call
-    ):
+    if ctx.qualname(call.func) not in _EMPTY_FACTORIES or not _zero_elements(call):
         return False
     stmt = ctx.statement()
     if not isinstance(stmt, ast.Assign):
@@ -1855,7 +1858,7 @@ def _wraps_a_held_module(ctx: Context, item: ast.AST) -> bool:
         if isinstance(n, ast.For)
         and isinstance(n.target, ast.Name)
         and isinstance(n.iter, ast.Attribute)
-        and unparse(n.iter).startswith("self.")
+        and root_name(n.iter) == "self"
     ]
     handed = {
         n.id
@@ -2325,7 +2328,7 @@ def _empty_placeholder(ctx: Context, value: ast.AST, attr: str) -> bool:
     value would land in `state_dict()`."""
     if not (
         isinstance(value, ast.Call)
-        and (ctx.qualname(value.func) or "") in ("torch.empty", "torch.zeros", "torch.ones")
+        and ctx.qualname(value.func) in _EMPTY_FACTORIES
         and any(isinstance(a, ast.Constant) and a.value == 0 and type(a.value) is int for a in value.args)
     ):
         return False
@@ -3524,11 +3527,11 @@ def _owners_call_it_without_grad(ctx: Context) -> bool:
     for info in ctx.classes.values():
         cls = info.node
         parts = {
-            t.attr
+            attr
             for a in ast.walk(cls)
             if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call) and is_name(a.value.func, name)
             for t in a.targets
-            if isinstance(t, ast.Attribute) and is_name(t.value, "self")
+            if (attr := self_attr_name(t)) is not None
         }
         if not parts:
             continue
