@@ -58,7 +58,9 @@ RULES = [
             loop over lists the source builds itself, `for ref in kept:` with `kept = []` filled by
             `.append`: results kept in memory, not a pass over a loader);
             loops that run a handful of times, unless a step loop around them repeats them (16 tasks in
-            each of 10,000 meta-steps are still reported) (`range(4)`, a short list, a loop that stops on a
+            each of 10,000 meta-steps are still reported) (`range(4)`, a short list, a loop over a tensor's
+            dimensions, `for d in range(ndim)` with `ndim = len(x.shape)`, `range(x.dim())`, `enumerate(x.shape)`
+            (not `range(x.shape[0])`, which counts rows), a loop that stops on a
             count (also a command-line option's small default: `if i == args.n_samples - 1: break`
             with `add_argument("--n_samples", type=int, default=8)`), a DataLoader over a handful of rows written out in the source: a
             `TensorDataset` or a Dataset class whose `__len__` counts a constructor argument
@@ -91,7 +93,8 @@ RULES = [
             `forward` called through the one name or `self.` attribute holding the module, or a
             function called by name and never passed around, and a name the same function moves to the
             accelerator itself only after the read, with no binding in between (`if lens.max() < k: return`
-            before `model(lens.to(self.device))`): until the move it holds the caller's host data; a read after
+            before `model(lens.to(self.device))`, or a `.clone()` of it that is moved later, `work = feats.clone()`
+            then `if self.use_gpu: work = work.cuda()`): until the move it holds the caller's host data; a read after
             the move is flagged); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
             `x.numpy() if not on_gpu else ...`, where the other branch is flagged); a value the
             host needs to go on: `env.step(a.item())` or `env.step(a.cpu().numpy())` (also an element of it,

@@ -760,10 +760,54 @@ def _moved_there_later(ctx: Context, scope: ast.AST, name: str, line: int) -> bo
     what the caller handed over, which the author moves because it is on the host."""
     moves, stores = _moves_and_stores(scope)
     lines = [c.lineno for c in moves.get(name, ()) if moves_to_accelerator(ctx, c)]
+    lines += [
+        c.lineno
+        for copy in _copies_of(scope, name)
+        for c in moves.get(copy, ())
+        if moves_to_accelerator(ctx, c)
+    ]
     if not lines or min(lines) <= line:
         return False
     first = min(lines)
     return not any(line < s < first for s in stores.get(name, ()))
+
+
+def _copies_of(scope: ast.AST, name: str) -> list[str]:
+    """Names every binding of which in `scope`, up to their first move, is a `.clone()` of
+    `name` or of a plain alias of it (`org = x`, `cur = x.clone()`, `cur = org.clone()`, then
+    `cur = cur.cuda()`): moving such a copy to the accelerator says the original is on the host."""
+    aliases, clones = _aliases_and_clones(scope)
+    mine = {name} | {alias for alias, source in aliases.items() if source == name}
+    return [copy for copy, sources in clones.items() if sources <= mine]
+
+
+@per_node
+def _aliases_and_clones(scope: ast.AST) -> tuple[dict[str, str], dict[str, frozenset[str]]]:
+    """Names bound only as plain aliases (`org = x`: `{"org": "x"}`), and names bound before
+    their first move only as `.clone()`s of names (`cur = x.clone()`: `{"cur": {"x"}}`)."""
+    moves, _ = _moves_and_stores(scope)
+    aliases: dict[str, str] = {}
+    clones: dict[str, frozenset[str]] = {}
+    for bound, assigns in assignments_by_name(scope).items():
+        sources = {a.value.id if isinstance(a.value, ast.Name) else None for a in assigns}
+        if len(sources) == 1 and None not in sources:
+            aliases[bound] = sources.pop()  # type: ignore[assignment]
+            continue
+        if bound not in moves:
+            continue
+        first = min(c.lineno for c in moves[bound])
+        held = [a.value for a in assigns if a.lineno < first]
+        cloned = [
+            v.func.value.id
+            for v in held
+            if isinstance(v, ast.Call)
+            and isinstance(v.func, ast.Attribute)
+            and v.func.attr == "clone"
+            and isinstance(v.func.value, ast.Name)
+        ]
+        if held and len(cloned) == len(held):
+            clones[bound] = frozenset(cloned)
+    return aliases, clones
 
 
 @per_node

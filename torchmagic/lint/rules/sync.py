@@ -340,7 +340,74 @@ def _few_iterations_alone(ctx: Context, loop: ast.AST) -> bool:
         and _short_literal(ctx, it.args[0].args[0])
     ):
         return True  # `for c in range(len(target))`, `target = torch.tensor([1, 2, 3]).to(device)`
+    if isinstance(loop, _COMPREHENSIONS) and loop.generators:  # type: ignore[attr-defined]
+        return _over_dimensions(ctx, loop.generators[0].iter)  # type: ignore[attr-defined]
+    if it is not None and _over_dimensions(ctx, it):
+        return True
     return it is not None and _few_batches(ctx, it)
+
+
+# wrappers whose iterations follow the count of what they wrap
+_COUNT_WRAPPERS = frozenset({"enumerate", "reversed", "zip", "combinations", "permutations", "product"})
+
+
+def _over_dimensions(ctx: Context, it: ast.AST, depth: int = 0) -> bool:
+    """`for d in range(ndim)` with `ndim = len(x.shape)`, `for ax in combinations(range(x.ndim), 2)`,
+    `for i, s in enumerate(x.shape)`: a loop over a tensor's dimensions, which runs a handful of
+    times whatever the data. Not `range(x.shape[0])`: that counts rows."""
+    if depth > 3:
+        return False
+    if _is_shape(it):
+        return True
+    if not isinstance(it, ast.Call):
+        return False
+    name = terminal_name(it.func)
+    if name == "range" and it.args:
+        last = it.args[0] if len(it.args) == 1 else it.args[1]
+        return _dimension_count(ctx, last)
+    if name in _COUNT_WRAPPERS and it.args:
+        args = it.args[:1] if name != "zip" else it.args
+        return any(_over_dimensions(ctx, a, depth + 1) for a in args)
+    return False
+
+
+def _is_shape(node: ast.AST) -> bool:
+    """`x.shape`, `x.size()`."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "shape"
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "size"
+        and not node.args
+        and not node.keywords
+    )
+
+
+def _dimension_count(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+    """`len(x.shape)`, `x.ndim`, `x.dim()`, `ndim - 1`, or a name the function binds once to one."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Sub, ast.Add)):
+        small = node.right if isinstance(node.right, ast.Constant) else node.left
+        other = node.left if small is node.right else node.right
+        return isinstance(small, ast.Constant) and _dimension_count(ctx, other, depth)
+    if isinstance(node, ast.Attribute):
+        return node.attr == "ndim"
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("dim", "ndimension"):
+            return not node.args
+        return (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "len"
+            and len(node.args) == 1
+            and _is_shape(node.args[0])
+        )
+    if isinstance(node, ast.Name) and depth < 2:
+        scope = ctx.frame.node
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        bound = sole_binding(scope, node.id)
+        return bound is not None and bound[1] is None and _dimension_count(ctx, bound[0], depth + 1)
+    return False
 
 
 # constructors that build a tensor or array from the data they are given
