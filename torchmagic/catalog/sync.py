@@ -95,7 +95,9 @@ RULES = [
             accelerator itself only after the read, with no binding in between (`if lens.max() < k: return`
             before `model(lens.to(self.device))`, or a `.clone()` of it that is moved later, `work = feats.clone()`
             then `if self.use_gpu: work = work.cuda()`): until the move it holds the caller's host data; a read after
-            the move is flagged); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
+            the move is flagged); what a method of the same class returns when its every `return` gives a copy it
+            made on the host (`p = net(x).to("cpu")`, `p += net(x).to("cpu")`, `p /= len(nets)`, `return p`),
+            wherever its inputs are (one `return` of a device value keeps the read flagged); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
             `x.numpy() if not on_gpu else ...`, where the other branch is flagged); a value the
             host needs to go on: `env.step(a.item())` or `env.step(a.cpu().numpy())` (also an element of it,
             `env.step(a.cpu().numpy()[0])`, and through

@@ -323,6 +323,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                         return ACCELERATOR
                 if n.args and _computes_on_host_copies(ctx, n, depth):
                     return CPU
+                if _own_method_returns_host_copies(ctx, func):
+                    return CPU  # `self.predict(x)` whose every `return` gives a copy it made on the host
                 n = func.value  # a tensor method: the result stays where its receiver is
                 continue
             if q.startswith("torch.") and n.args:
@@ -608,6 +610,61 @@ def _computes_on_host_copies(ctx: Context, call: ast.Call, depth: int) -> bool:
     their inputs on one device), so its result is a CPU tensor too."""
     tensors = [a for a in call.args if not isinstance(a, ast.Constant)]
     return bool(tensors) and all(_copied_to_host(ctx, a) for a in tensors)
+
+
+def _own_method_returns_host_copies(ctx: Context, func: ast.Attribute) -> bool:
+    """`self.predict(x)` with a method of the current class (or a base in this source) whose
+    every `return` gives a name it binds only to copies it makes on the host (`p = net(x).to("cpu")`,
+    `p += net(x).to("cpu")`, `p /= n`), or such a copy itself: wherever the inputs are, the
+    result is on the CPU."""
+    if not (isinstance(func.value, ast.Name) and func.value.id == "self" and ctx.cls is not None):
+        return False
+    method = None
+    todo = [ctx.cls.node]
+    while todo and method is None and len(todo) < 8:
+        cls = todo.pop(0)
+        method = next((m for m in cls.body if isinstance(m, _FuncDef) and m.name == func.attr), None)
+        todo += [ctx.classes[b.id].node for b in cls.bases if isinstance(b, ast.Name) and b.id in ctx.classes]
+    if method is None:
+        return False
+    returns = [r for r in own_nodes(method) if isinstance(r, ast.Return)]
+    return bool(returns) and all(r.value is not None and _host_copy_in(ctx, method, r.value) for r in returns)
+
+
+def _host_copy_in(ctx: Context, scope: ast.AST, value: ast.AST) -> bool:
+    """`value`, returned by `scope`, is a copy `scope` made on the host, or a name whose every
+    binding there is one (or `None` before it, or an in-place update by a host copy or a number)."""
+    if isinstance(value, ast.Call):
+        return _host_copy(ctx, value)
+    if not isinstance(value, ast.Name):
+        return False
+    assigned = _plain_assignments(scope)
+    updates = {id(a.target): a for a in own_nodes(scope) if isinstance(a, ast.AugAssign)}
+    copies = 0
+    for n in own_nodes(scope):
+        if not (isinstance(n, ast.Name) and n.id == value.id and isinstance(n.ctx, ast.Store)):
+            continue
+        if id(n) in updates:
+            update = updates[id(n)]
+            by = update.value
+            by_number = isinstance(by, ast.Constant) or (
+                isinstance(by, ast.Call) and isinstance(by.func, ast.Name) and by.func.id == "len"
+            )
+            if not (
+                (isinstance(by, ast.Call) and _host_copy(ctx, by))
+                or (isinstance(update.op, (ast.Div, ast.Mult)) and by_number)
+            ):
+                return False
+            continue
+        stmt = assigned.get(id(n))
+        if stmt is None:
+            return False  # a loop target, a `with`, an unpacking: not followed
+        bound = stmt.value
+        if isinstance(bound, ast.Call) and _host_copy(ctx, bound):
+            copies += 1
+        elif not (isinstance(bound, ast.Constant) and bound.value is None):
+            return False
+    return copies > 0
 
 
 def _unpacked_from_host_copies(ctx: Context, node: ast.Name) -> bool:
