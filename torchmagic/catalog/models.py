@@ -210,7 +210,10 @@ RULES = [
             a `with` block in the forward path that runs no layer of the module and does not return (no
             `self.<submodule>(...)`, `self(...)` or `self.forward(...)` in it): a teacher's targets computed from the
             inputs, a weight renormalised in place (`self.weight.copy_(...)`), a memory bank updated in place leave the
-            output's graph to every trained parameter;
+            output's graph to every trained parameter; a block whose layers the same forward also runs with gradients
+            on, outside any such block (training in phases: on one path only a refiner trains, on another the parts
+            the block runs train themselves): which parts train on which path is the module's design, and a caller
+            cannot wrap half of a forward (a layer that runs without gradients on every path is still flagged);
             the same constructs outside module classes, and in methods that `forward` does not call: `generate`, `predict`,
             `sample` are inference entry points, and weight initialisation or EMA updates write parameters in place and must
             not be recorded; nobody back-propagates through them; a `forward` that back-propagates or

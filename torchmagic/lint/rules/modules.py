@@ -1786,6 +1786,10 @@ def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
     tools = _switched_to_eval_in(body)  # frozen tools the block runs in eval mode: nothing to train
     if ctx.cls is not None:
         tools |= _frozen_submodules(ctx, ctx.cls.node)  # `requires_grad = False` over its parameters
+    if ctx.frame.node is not None:
+        # run with gradients elsewhere in the same forward (another training phase's branch):
+        # the block chooses which parts train on this path, which no caller can do
+        tools |= _called_with_grad(ctx, ctx.frame.node)
     for stmt in body:
         for n in ast.walk(stmt):
             if isinstance(n, ast.Return):
@@ -1799,6 +1803,22 @@ def _cuts_the_output(ctx: Context, block: ast.AST) -> bool:
             if attr is not None and (attrs.get(attr) == MODULE or attr == "forward") and attr not in tools:
                 return True
     return False
+
+
+def _called_with_grad(ctx: Context, fn: ast.AST) -> set[str]:
+    """`X` for each `self.X(...)` that `fn` calls outside every `no_grad`/`inference_mode` block."""
+    out: set[str] = set()
+    todo = list(getattr(fn, "body", []))
+    while todo:
+        node = todo.pop()
+        if _turns_grad_off(ctx, node) or isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+        ):
+            continue
+        if isinstance(node, ast.Call) and (attr := self_attr_name(node.func)) is not None:
+            out.add(attr)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _switched_to_eval_in(body: list[ast.stmt]) -> set[str]:
