@@ -80,3 +80,32 @@ def test_magics_keep_line_numbers() -> None:
 def test_continuation_lines_that_look_like_magics_are_still_python() -> None:
     code = "import torch\nfor t in ts:\n    ok = (\n        t.sum()\n        != 0\n    )\n    v = t.item()\nts = ts.to(device)\n"
     assert [(f.line, f.rule) for f in check_source(code)] == [(7, "TM301")]
+
+
+SELF_NAMED_SUBCLASS = """
+import torch
+from lib import Runner
+
+
+class Runner(Runner):
+    def run(self, xs):
+        out = []
+        for x in xs:
+            out.append(self.predict(x).cpu())
+        return out
+"""
+
+
+def test_a_class_named_after_the_base_it_imports_ends(tmp_path) -> None:
+    # `class Runner(Runner)` over an imported `Runner`: walks up the source's class chain must
+    # not take the class for its own base forever (a hang here once)
+    import subprocess
+    import sys
+
+    path = tmp_path / "runner.py"
+    path.write_text(SELF_NAMED_SUBCLASS)
+    done = subprocess.run(
+        [sys.executable, "-m", "torchmagic", "check", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1 file" in done.stderr
