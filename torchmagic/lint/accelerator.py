@@ -619,15 +619,10 @@ def _own_method_returns_host_copies(ctx: Context, func: ast.Attribute) -> bool:
     result is on the CPU."""
     if not (isinstance(func.value, ast.Name) and func.value.id == "self" and ctx.cls is not None):
         return False
-    method = None
-    todo, seen = [ctx.cls.node], []
-    while todo and method is None and len(seen) < 8:
-        cls = todo.pop(0)
-        if any(cls is c for c in seen):
-            continue  # `class Foo(Foo)` over an imported `Foo` names itself
-        seen.append(cls)
-        method = next((m for m in cls.body if isinstance(m, _FuncDef) and m.name == func.attr), None)
-        todo += [ctx.classes[b.id].node for b in cls.bases if isinstance(b, ast.Name) and b.id in ctx.classes]
+    method = next(
+        (m for cls in ctx.class_chain() for m in cls.body if isinstance(m, _FuncDef) and m.name == func.attr),
+        None,
+    )
     if method is None:
         return False
     returns = [r for r in own_nodes(method) if isinstance(r, ast.Return)]

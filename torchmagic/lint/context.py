@@ -237,6 +237,21 @@ class Context:
             (n for n in reversed(self.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None
         )
 
+    def class_chain(self, start: ast.ClassDef | None = None) -> list[ast.ClassDef]:
+        """The current class (or `start`) and its bases defined in the same source, nearest
+        first, each once (`class Foo(Foo)` over an imported `Foo` names itself)."""
+        out: list[ast.ClassDef] = []
+        todo = [start] if start is not None else [self.cls.node] if self.cls is not None else []
+        while todo and len(out) < 8:
+            node = todo.pop(0)
+            if any(node is n for n in out):
+                continue
+            out.append(node)
+            for base in node.bases:
+                if isinstance(base, ast.Name) and base.id in self.classes:
+                    todo.append(self.classes[base.id].node)
+        return out
+
     @property
     def method(self) -> str | None:
         return self.frame.method

@@ -496,21 +496,6 @@ def _is_global_device(ctx: Context, arg: ast.AST) -> bool:
     return False
 
 
-def _class_nodes(ctx: Context, start: ast.ClassDef | None = None) -> list[ast.ClassDef]:
-    """The current class (or `start`) and its bases defined in the same source (nearest first)."""
-    out: list[ast.ClassDef] = []
-    todo = [start] if start is not None else [ctx.cls.node] if ctx.cls is not None else []
-    while todo and len(out) < 8:
-        node = todo.pop(0)
-        if any(node is n for n in out):
-            continue
-        out.append(node)
-        for base in node.bases:
-            if isinstance(base, ast.Name) and base.id in ctx.classes:
-                todo.append(ctx.classes[base.id].node)
-    return out
-
-
 def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     a = fn.args
     names = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
@@ -535,7 +520,7 @@ def _self_attr_origin(ctx: Context, attr: str) -> str | None:
     module's own tensors), "module" (a literal, `torch.device("cuda" if ...)`, a global) or
     None when the class does not say (an attribute of a base defined elsewhere)."""
     found = None
-    for cls in _class_nodes(ctx):
+    for cls in ctx.class_chain():
         for fn in cls.body:
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -603,7 +588,7 @@ def _model_parallel(ctx: Context) -> bool:
         return False
     if id(cls) not in cache:
         targets: set[str] = set()
-        for node in _class_nodes(ctx):
+        for node in ctx.class_chain():
             for sub in ast.walk(node):
                 if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
                     owner = sub.targets[0]
@@ -692,7 +677,7 @@ def _shared_global_flag(ctx: Context, flag: ast.Name) -> bool:
     if name in ctx.frame.names or not name_like(flag, "cuda", "gpu"):
         return False
     inside = sum(
-        1 for cls in _class_nodes(ctx) for n in ast.walk(cls) if isinstance(n, ast.Name) and n.id == name
+        1 for cls in ctx.class_chain() for n in ast.walk(cls) if isinstance(n, ast.Name) and n.id == name
     )
     # beyond the uses in the class and the flag's own assignment
     return len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", ctx.document)) > inside + 1
@@ -789,7 +774,7 @@ def _moves_nothing(ctx: Context, value: ast.AST, depth: int = 0) -> bool:
     if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
         stores = [
             sub.value
-            for cls in _class_nodes(ctx)
+            for cls in ctx.class_chain()
             for sub in ast.walk(cls)
             if isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.value is not None
             for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
@@ -1315,7 +1300,7 @@ def _filled_with_host_copies(ctx: Context, attr: str) -> bool:
     buffer would follow the model to the GPU and into every checkpoint."""
     writes = [
         n
-        for cls in _class_nodes(ctx)
+        for cls in ctx.class_chain()
         for n in ast.walk(cls)
         if isinstance(n, ast.Assign)
         and len(n.targets) == 1
@@ -1381,7 +1366,7 @@ def _shared_global_device(ctx: Context, target: ast.AST) -> bool:
     pattern = re.compile(rf"\.to\(\s*(device\s*=\s*)?{re.escape(target.id)}\s*[,)]")
     inside = sum(
         1
-        for cls in _class_nodes(ctx)
+        for cls in ctx.class_chain()
         for n in ast.walk(cls)
         if isinstance(n, ast.Call)
         and isinstance(n.func, ast.Attribute)
@@ -2272,7 +2257,7 @@ def _moves_own_state(ctx: Context) -> bool:
     moves its tensor attributes itself, as metric and loss classes with state do."""
     return any(
         isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("to", "_apply", "cuda")
-        for cls in _class_nodes(ctx)
+        for cls in ctx.class_chain()
         for fn in cls.body
     )
 
@@ -2296,7 +2281,7 @@ def _assignments_after_init(ctx: Context) -> Iterator[ast.Assign]:
 
 def _methods_after_init(ctx: Context) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     """The methods other than `__init__` of the class (and its bases in this source)."""
-    for cls in _class_nodes(ctx):
+    for cls in ctx.class_chain():
         for fn in cls.body:
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name != "__init__":
                 yield fn
@@ -2331,7 +2316,7 @@ def _recomputed_in_forward(ctx: Context, attr: str) -> bool:
     """`forward` rebinds the attribute on every call, from something other than itself
     (`self.weight = w[:n].reshape(out, in)` from coefficients): the value `__init__` gives it is
     a placeholder, and what forward uses is made where its inputs are."""
-    for cls in _class_nodes(ctx):
+    for cls in ctx.class_chain():
         for fn in cls.body:
             if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "forward"):
                 continue
@@ -2464,7 +2449,7 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
     placed = _on_callers_device(ctx, node.value, state["placed"])
     if placed:
         state["placed"].add(target.attr)
-    if target.attr in state["seen"] or read_only_for_python(_class_nodes(ctx), target.attr):
+    if target.attr in state["seen"] or read_only_for_python(ctx.class_chain(), target.attr):
         return  # reported at its first assignment (`if cuda: ... else: ...`), or host data
     if _filled_with_host_copies(ctx, target.attr):
         return  # `self.codes[i:j] = codes.cpu()`: a log kept in host memory on purpose
@@ -2867,7 +2852,7 @@ def _frozen_submodules(ctx: Context, start: ast.ClassDef | None = None) -> set[s
     """Submodules the class freezes: `self.x.requires_grad_(False)`, or a loop setting
     `p.requires_grad = False` over `self.x.parameters()`."""
     out: set[str] = set()
-    for cls in _class_nodes(ctx, start):
+    for cls in ctx.class_chain(start):
         for sub in ast.walk(cls):
             if switches_grad_off(sub):
                 root = sub.func.value  # type: ignore[attr-defined]
@@ -3251,7 +3236,7 @@ def _embedding_attrs(ctx: Context) -> set[str]:
 
 def _find_embedding_attrs(ctx: Context) -> set[str]:
     out: set[str] = set()
-    for cls in _class_nodes(ctx):
+    for cls in ctx.class_chain():
         for sub in ast.walk(cls):
             if (
                 isinstance(sub, ast.Assign)

@@ -340,9 +340,8 @@ def _few_iterations_alone(ctx: Context, loop: ast.AST) -> bool:
         and _short_literal(ctx, it.args[0].args[0])
     ):
         return True  # `for c in range(len(target))`, `target = torch.tensor([1, 2, 3]).to(device)`
-    if isinstance(loop, _COMPREHENSIONS) and loop.generators:  # type: ignore[attr-defined]
-        return _over_dimensions(ctx, loop.generators[0].iter)  # type: ignore[attr-defined]
-    if it is not None and _over_dimensions(ctx, it):
+    walked = _iterable(loop)  # also a comprehension's, which the checks above do not read
+    if walked is not None and _over_dimensions(ctx, walked):
         return True
     return it is not None and _few_batches(ctx, it)
 
