@@ -97,11 +97,17 @@ RULES = [
             then `if self.use_gpu: work = work.cuda()`): until the move it holds the caller's host data; a read after
             the move is flagged); what a method of the same class returns when its every `return` gives a copy it
             made on the host (`p = net(x).to("cpu")`, `p += net(x).to("cpu")`, `p /= len(nets)`, `return p`),
-            wherever its inputs are (one `return` of a device value keeps the read flagged); the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
+            wherever its inputs are (one `return` of a device value keeps the read flagged); what a
+            property of this source returns (defined once, never stored into) when its every `return`
+            is a factory without a device or a `torch.cat`/`torch.stack` that joins one,
+            `torch.cat((torch.zeros(1), steps.cumsum(0)))`: joining two devices raises; the CPU-only branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (also
             `x.numpy() if not on_gpu else ...`, where the other branch is flagged); a value the
             host needs to go on: `env.step(a.item())` or `env.step(a.cpu().numpy())` (also an element of it,
             `env.step(a.cpu().numpy()[0])`, and through
-            a name, `actions = q.argmax(1).cpu().numpy(); env.step(actions)`), an index, a greedy
+            a name, `actions = q.argmax(1).cpu().numpy(); env.step(actions)`, or unpacked from a
+            comprehension's copies of a call's outputs, `a, n = [t.cpu() for t in policy(s)]` then
+            `env.step(a.numpy())`), a number packed into the bytes of a file as the loop writes it
+            (`struct.pack("!f", scale.item())`), an index, a greedy
             token fed back as the next input (`tok = logits.argmax(-1).item()` with
             `torch.tensor([tok])`, `x.new([tok])` or `torch.tensor([ids[-1]])` in the loop), a result told
             back with its candidate to the object that proposes the next one (`config =
@@ -215,7 +221,8 @@ RULES = [
             conditions on CPU tensors (live device, code with no accelerator path, a value a later
             `.numpy()` of the function reads with no `.cpu()`/`.to()` in between or anywhere on
             it, a torch function of a 0-dim CPU tensor such as `torch.pow(2, torch.log2(m))`, an
-            attribute set to `None` before the method that builds it on the CPU; a name read between
+            attribute set to `None` before the method that builds it on the CPU, what a property of this
+            source returns when it joins a tensor made without a device, as for TM301; a name read between
             two of its bindings is the earlier one: `m = torch.tensor(k)`, `torch.log2(m)`, then
             `m = low * v`), e.g. a colour
             chosen per image in a plotting loop; conditions once per epoch: in an epoch loop's own

@@ -344,6 +344,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             return CPU if _host_helper_call(ctx, n, depth) else None
         if isinstance(n, ast.Attribute) and (n.attr in ("shape", "ndim") or plain_cpu_attribute(ctx, n)):
             return CPU
+        if isinstance(n, ast.Attribute) and ctx.stack and _host_built_property(ctx, ctx.stack[0], n.attr):
+            return CPU  # `traj.distances`, a property that joins a CPU-made tensor: a CPU result
         if isinstance(n, (ast.Attribute, ast.Subscript)):
             n = n.value
             continue
@@ -718,6 +720,61 @@ def plain_cpu_attribute(ctx: Context, node: ast.Attribute) -> bool:
         return False
     found = attribute_store(ctx.stack[0], cls.node, node.attr)
     return found is not None and _cpu_built(ctx, found[0], found[1], 0)
+
+
+def _host_built_property(ctx: Context, tree: ast.AST, attr: str) -> bool:
+    """`obj.<attr>` where the source defines `<attr>` once, as a property of one class, and
+    stores into no attribute of that name, and every `return` of the property is built on the
+    host: a tensor factory without a device (or a name bound once to one), or a `torch.cat` /
+    `torch.stack` that joins one (joining tensors of two devices raises, so it runs on CPU
+    tensors only)."""
+    found = _class_members(tree).get(attr, [])
+    if len(found) != 1 or attr in _attribute_stores(tree):
+        return False
+    prop = found[0]
+    if not (
+        isinstance(prop, _FuncDef)
+        and any(terminal_name(d) in ("property", "cached_property") for d in prop.decorator_list)
+    ):
+        return False
+    returns = [r for r in own_nodes(prop) if isinstance(r, ast.Return)]
+    return bool(returns) and all(
+        r.value is not None and _joins_host_built(ctx, prop, r.value) for r in returns
+    )
+
+
+def _joins_host_built(ctx: Context, scope: ast.AST, value: ast.AST) -> bool:
+    if _cpu_built(ctx, value, scope, 0):
+        return True
+    if not (
+        isinstance(value, ast.Call)
+        and ctx.qualname(value.func) in ("torch.cat", "torch.stack", "torch.concat")
+        and value.args
+        and isinstance(value.args[0], (ast.Tuple, ast.List))
+    ):
+        return False
+    return any(
+        _cpu_built(ctx, part, scope, 0) and not scalar_tensor(ctx, part) for part in value.args[0].elts
+    )
+
+
+@per_node
+def _class_members(tree: ast.AST) -> dict[str, list[ast.AST]]:
+    """The methods and class-level assignments of every class in `tree`, by name."""
+    out: dict[str, list[ast.AST]] = {}
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for member in cls.body:
+            if isinstance(member, _FuncDef):
+                out.setdefault(member.name, []).append(member)
+            elif isinstance(member, (ast.Assign, ast.AnnAssign)):
+                targets = member.targets if isinstance(member, ast.Assign) else [member.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            out.setdefault(n.id, []).append(member)
+    return out
 
 
 def attribute_store(tree: ast.AST, cls: ast.ClassDef, attr: str) -> tuple[ast.AST, ast.AST] | None:

@@ -857,6 +857,8 @@ def _is_epoch_loop(loop: ast.AST) -> bool:
 
 
 _HOST_CONSUMERS = frozenset({"step", "range", "randint", "choice", "sample"})
+# bytes of a file format, written as the loop goes (a codec's bitstream): host numbers by nature
+_PACKERS = frozenset({"struct.pack", "struct.pack_into"})
 # conversions between the read and its use: `a.cpu().numpy()`, `int(y.argmax().item())`
 _CONVERSIONS = frozenset({"int", "float", "bool", "list", "tuple", "array", "asarray", "squeeze", "numpy"})
 # constructors that bring a host value back to a tensor (the next decoding step's input)
@@ -1017,6 +1019,43 @@ def _host_needs_it(ctx: Context, call: ast.Call) -> bool:
     if isinstance(holder, ast.Assign) and _iterated_in(loop, name):
         return True
     return _fed_back(ctx, loop, name, appended=not isinstance(holder, ast.Assign))
+
+
+def _packed_into_bytes(ctx: Context, call: ast.Call) -> bool:
+    """The host value goes straight into `struct.pack`: bytes of a file format that the loop
+    writes as it goes (a codec's bitstream, one header field per frame)."""
+    value, holder = _consumer(ctx, call)
+    return isinstance(holder, ast.Call) and value in holder.args and ctx.qualname(holder.func) in _PACKERS
+
+
+def _unpacked_for_the_host(ctx: Context, call: ast.Call) -> bool:
+    """`action, noise = [t.cpu() for t in policy(state)]` then `env.step(action.numpy())`: the
+    comprehension copies a function's few outputs, unpacked into names, one of which the host
+    needs to go on (as if written `action = out[0].cpu()`)."""
+    value, holder = _consumer(ctx, call)
+    if len(ctx.loops) < 2 or ctx.loops[-1].node is not holder:
+        return False
+    it = _iterable(holder)
+    if it is None or ctx.kind(it) in TENSOR_KINDS:
+        return False  # the elements of one tensor: one `.tolist()` would read them all
+    outer = ctx.loops[-2].node
+    return any(
+        _fed_back(ctx, outer, n, False) or _names_something_in(ctx, outer, n)
+        for n in _unpacked_names(ctx, value, holder)
+    )
+
+
+def _unpacked_names(ctx: Context, value: ast.AST, holder: ast.AST | None) -> list[str]:
+    """The names the comprehension's items are unpacked into (`a, b = [... for ...]`)."""
+    if not (isinstance(holder, (ast.ListComp, ast.GeneratorExp)) and holder.elt is value):
+        return []
+    up = next((ctx.stack[i - 1] for i in range(1, len(ctx.stack)) if ctx.stack[i] is holder), None)
+    if not (isinstance(up, ast.Assign) and up.value is holder and len(up.targets) == 1):
+        return []
+    target = up.targets[0]
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return []
+    return [e.id for e in target.elts if isinstance(e, ast.Name)]
 
 
 def _iterated_in(loop: ast.AST, name: str) -> bool:
@@ -1659,6 +1698,10 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         return
     if _host_needs_it(ctx, call) and not _reads_each_element(ctx, loop, value):
         return
+    if _packed_into_bytes(ctx, call):
+        return  # `fo.write(struct.pack("!f", scale.item()))`: a number of the file being written
+    if _unpacked_for_the_host(ctx, call):
+        return  # `a, n = [t.cpu() for t in policy(s)]; env.step(a.numpy())`: the host needs it
     if value is not None and _group_key(ctx, loop, value):
         return  # `key = int(stratum.item())` per `torch.unique` group: its size was waited for already
     if value is not None and _joins_collected_results(ctx, loop, value):
