@@ -123,6 +123,41 @@ def _mentions_backward(ctx: Context) -> bool:
     return found() if mod is None else remember(mod, "mentions_backward", found)
 
 
+def _within_one_step(ctx: Context, acc: str | None) -> bool:
+    """The loop back-propagates each value but steps no optimizer, and the function does so
+    after it (`for i in range(accum_steps): ...; loss.backward(); total = total + loss`, then
+    `optimizer.step()`): gradient accumulation within one step. `acc`, a plain name the
+    function binds before the loop, is dropped or reset at the next step, and the graphs it
+    holds were back-propagated already (their saved tensors freed): nothing grows."""
+    func = ctx.enclosing_function()
+    if acc is None or "." in acc or func is None:
+        return False
+    loop = ctx.loops[-1].node
+    if not isinstance(loop, (ast.For, ast.While)) or not any(
+        isinstance(c, ast.Call) and is_backward(ctx, c) for c in ast.walk(loop)
+    ):
+        return False
+    if any(_optimizer_step(c) for c in ast.walk(loop)):
+        return False
+    after = [s for s in ast.walk(func) if getattr(s, "lineno", 0) > (loop.end_lineno or loop.lineno)]
+    before = [
+        n
+        for n in ast.walk(func)
+        if isinstance(n, ast.Name) and n.id == acc and isinstance(n.ctx, ast.Store) and n.lineno < loop.lineno
+    ]
+    return bool(before) and any(_optimizer_step(c) for c in after)
+
+
+def _optimizer_step(node: ast.AST) -> bool:
+    """`optimizer.step()`, `self.opt.step()`, `scaler.step(optimizer)`."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "step"
+        and name_like(node.func.value, "opt", "scaler")
+    )
+
+
 _TM401_HINT = "Accumulate a number: `total += loss.item()` (or `loss.detach()` to stay on the device)."
 
 
@@ -161,6 +196,8 @@ def graph_kept_alive(node: ast.AST, ctx: Context) -> None:
         return
     if grad_disabled_here(ctx, getattr(node, "lineno", None)):
         return
+    if _within_one_step(ctx, acc):
+        return  # a gradient-accumulation loop: the sum lives for one optimizer step
     if isinstance(node, ast.Call):
         ctx.flag(
             node,
