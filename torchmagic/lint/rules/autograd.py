@@ -139,10 +139,13 @@ def _within_one_step(ctx: Context, acc: str | None) -> bool:
         return False
     if any(_optimizer_step(c) for c in ast.walk(loop)):
         return False
-    after = [s for s in ast.walk(func) if getattr(s, "lineno", 0) > (loop.end_lineno or loop.lineno)]
+    # the binding and the step must repeat with the loop: in the loop around it (a step loop),
+    # or in the function when no loop of its own surrounds it
+    around = ctx.loops[-2].node if len(ctx.loops) >= 2 else func
+    after = [s for s in ast.walk(around) if getattr(s, "lineno", 0) > (loop.end_lineno or loop.lineno)]
     before = [
         n
-        for n in ast.walk(func)
+        for n in ast.walk(around)
         if isinstance(n, ast.Name) and n.id == acc and isinstance(n.ctx, ast.Store) and n.lineno < loop.lineno
     ]
     return bool(before) and any(_optimizer_step(c) for c in after)
