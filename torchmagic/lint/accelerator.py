@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS, NUMBER, TENSOR_METADATA
 from .nodes import (
     assignments_by_name,
+    constant_or_len,
     has_kwargs_splat,
     keyword,
     move_target,
@@ -619,7 +620,7 @@ def _own_method_returns_host_copies(ctx: Context, func: ast.Attribute) -> bool:
     every `return` gives a name it binds only to copies it makes on the host (`p = net(x).to("cpu")`,
     `p += net(x).to("cpu")`, `p /= n`), or such a copy itself: wherever the inputs are, the
     result is on the CPU."""
-    if not (isinstance(func.value, ast.Name) and func.value.id == "self" and ctx.cls is not None):
+    if self_attr_name(func) is None or ctx.cls is None:
         return False
     method = next(
         (m for cls in ctx.class_chain() for m in cls.body if isinstance(m, _FuncDef) and m.name == func.attr),
@@ -647,12 +648,9 @@ def _host_copy_in(ctx: Context, scope: ast.AST, value: ast.AST) -> bool:
         if id(n) in updates:
             update = updates[id(n)]
             by = update.value
-            by_number = isinstance(by, ast.Constant) or (
-                isinstance(by, ast.Call) and isinstance(by.func, ast.Name) and by.func.id == "len"
-            )
             if not (
                 (isinstance(by, ast.Call) and _host_copy(ctx, by))
-                or (isinstance(update.op, (ast.Div, ast.Mult)) and by_number)
+                or (isinstance(update.op, (ast.Div, ast.Mult)) and constant_or_len(by))
             ):
                 return False
             continue

@@ -123,6 +123,14 @@ def is_name(node: ast.AST | None, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
 
+def constant_or_len(node: ast.AST) -> bool:
+    """A literal or `len(...)`: a value the host has without reading any tensor (`p /= 2`,
+    `loss /= len(batch)`)."""
+    return isinstance(node, ast.Constant) or (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
+    )
+
+
 def self_attr_name(node: ast.AST) -> str | None:
     """`X` for `self.X`; None for anything else."""
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":

@@ -1729,7 +1729,7 @@ def _calls_backward(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
             return True
         f = sub.func
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-        if name == "step" and isinstance(f, ast.Attribute) and name_like(f.value, "opt", "scaler"):
+        if _optimizer_step(sub):
             return True
         if name != "train" and any(w in name.lower() for w in _TRAINING_WORDS):
             return True

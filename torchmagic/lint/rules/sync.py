@@ -40,6 +40,7 @@ from ..nodes import (
     SCOPES,
     ancestors,
     block_of,
+    constant_or_len,
     enclosing_blocks,
     isinstance_test,
     keyword,
@@ -1298,11 +1299,7 @@ def _scaled_in_place(ctx: Context, node: ast.AST) -> set[str]:
         return set()
     if not isinstance(target, (ast.Name, ast.Attribute)) or not isinstance(op, (ast.Div, ast.Mult)):
         return set()
-    host = (
-        isinstance(operand, ast.Constant)
-        or (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name) and operand.func.id == "len")
-        or ctx.kind(operand) == NUMBER
-    )
+    host = constant_or_len(operand) or ctx.kind(operand) == NUMBER
     return {ast.unparse(target)} if host else set()
 
 
