@@ -569,15 +569,26 @@ def _some_loop_moves_its_batches(tree: ast.AST) -> bool:
         targets = _batch_targets(loop)
         for node in ast.walk(loop):
             if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("cuda", "to")
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id in targets
-                and (node.func.attr == "cuda" or any(_device_like(a) for a in node.args[:1]))
+                _moved_name(node) in targets
+                and (
+                    node.func.attr == "cuda"  # type: ignore[attr-defined]
+                    or any(_device_like(a) for a in node.args[:1])  # type: ignore[attr-defined]
+                )
             ):
                 return True
     return False
+
+
+def _moved_name(node: ast.AST) -> str | None:
+    """`x` for `x.to(...)` or `x.cuda()`: the plain name a call moves; None for anything else."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("to", "cuda")
+        and isinstance(node.func.value, ast.Name)
+    ):
+        return node.func.value.id
+    return None
 
 
 def _cpu_target(ctx: Context, target: ast.AST | None) -> bool:
@@ -926,13 +937,8 @@ def _moves_and_stores(scope: ast.AST) -> tuple[dict[str, list[ast.Call]], dict[s
     moves: dict[str, list[ast.Call]] = {}
     stores: dict[str, list[int]] = {}
     for n in ast.walk(scope):
-        if (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr in ("to", "cuda")
-            and isinstance(n.func.value, ast.Name)
-        ):
-            moves.setdefault(n.func.value.id, []).append(n)
+        if (moved := _moved_name(n)) is not None:
+            moves.setdefault(moved, []).append(n)  # type: ignore[arg-type]
         elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
             stores.setdefault(n.id, []).append(n.lineno)
     return moves, stores
