@@ -116,6 +116,11 @@ RULES = [
             self.cpu_cache:` around a loop of `feat.cpu()` copies: each tensor leaves device memory
             as soon as it is ready, which is the point), except when the loop
             walks a tensor's elements (`[vocab[i.item()] for i in ids]`: one `.tolist()` would do);
+            any other read in an iteration that always makes such a read (the action for
+            `env.step` on every step, then `losses.append(loss.item())` after the update): the
+            iteration waits for the GPU there anyway, so keeping the loss on the device removes no
+            wait (where the needed read is only on some steps, an epsilon-greedy branch, the other
+            read is still flagged);
             a read chosen by a type test in the only loop of a function (`[s.item() if isinstance(s, Tensor)
             else s for s in sizes]` for `torch.split`, ints handed back for ints): a conversion to the Python
             values an API takes, needed on the host (inside a batch loop it is still flagged, once per step);

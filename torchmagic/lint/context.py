@@ -106,6 +106,7 @@ class LoopInfo:
     # iteration (an epoch loop around a batch loop), not in the hot path
     inner_loop_seen: bool = False
     steps_itself: bool | None = None  # see walker.steps_itself; computed at the first inner loop
+    facts: dict[str, Any] = field(default_factory=dict)  # rule-owned facts about this loop
 
 
 @dataclass
@@ -296,7 +297,7 @@ class Context:
         severity: str | None = None,
         needs_accelerator: bool = False,
         fix: Fix | None = None,
-    ) -> None:
+    ) -> Finding:
         """Report `node`. `needs_accelerator`: the finding speaks of a GPU and the value's place is
         unknown; it is kept only when the code (file, notebook or kernel) has an accelerator path."""
         check = self.check
@@ -318,6 +319,16 @@ class Context:
             self.gpu_findings.append(f)
         else:
             self.top_level_gpu_findings.append(f)
+        return f
+
+    def withdraw(self, finding: Finding) -> None:
+        """Take back a finding given earlier in the walk, for a rule that learns only at the end
+        of a loop that its finding does not hold."""
+        for found in (self.findings, self.gpu_findings, self.top_level_gpu_findings):
+            for i, f in enumerate(found):
+                if f is finding:
+                    del found[i]
+                    return
 
     # ---- names --------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from weakref import WeakKeyDictionary
 
 from .. import accelerator, libraries
-from ..context import Context
+from ..context import Context, LoopInfo
 from ..kinds import (
     DATASET,
     DEVICE,
@@ -1642,8 +1642,11 @@ def _drained_before_inner_loop(ctx: Context, value: ast.AST, keys: set[str]) -> 
     return not any(key == b or key.startswith(b + ".") for key in keys for b in rebound)
 
 
-@check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"})
-def sync_in_loop(call: ast.Call, ctx: Context) -> None:
+@check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"}, loops=True)
+def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
+    if isinstance(call, LoopInfo):
+        _withdraw_where_the_host_waits(ctx, call)
+        return
     if not ctx.in_loop or ctx.loops[-1].inner_loop_seen:
         return  # after the inner batch loop: once per epoch is the fix, not the problem
     loop = ctx.loops[-1].node
@@ -1693,12 +1696,15 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             return
     else:
         return
-    if _host_needs_it(ctx, call) and not _reads_each_element(ctx, loop, value):
+    if (
+        (_host_needs_it(ctx, call) and not _reads_each_element(ctx, loop, value))
+        # `fo.write(struct.pack("!f", scale.item()))`: a number of the file being written
+        or _packed_into_bytes(ctx, call)
+        # `a, n = [t.cpu() for t in policy(s)]; env.step(a.numpy())`
+        or _unpacked_for_the_host(ctx, call)
+    ):
+        _note_a_wait_the_host_needs(ctx, call, value)
         return
-    if _packed_into_bytes(ctx, call):
-        return  # `fo.write(struct.pack("!f", scale.item()))`: a number of the file being written
-    if _unpacked_for_the_host(ctx, call):
-        return  # `a, n = [t.cpu() for t in policy(s)]; env.step(a.numpy())`: the host needs it
     if value is not None and _group_key(ctx, loop, value):
         return  # `key = int(stratum.item())` per `torch.unique` group: its size was waited for already
     if value is not None and _joins_collected_results(ctx, loop, value):
@@ -1738,7 +1744,7 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         return  # `if distributed: v = reduce(loss).item() else: v = loss.item()`: one runs
     _note_branch_read(ctx, loop, call, roots)
     if _feeds_a_guard(ctx, call, loop):
-        ctx.flag(
+        given = ctx.flag(
             call,
             f"`{label}` inside a loop waits for the GPU on every iteration, to check the value"
             " before going on.",
@@ -1748,9 +1754,10 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
             severity="info",
             needs_accelerator=place is None,
         )
+        ctx.loops[-1].facts.setdefault(_GIVEN, []).append(given)
         return
     copies_out = isinstance(func, ast.Attribute) and func.attr == "cpu"
-    ctx.flag(
+    given = ctx.flag(
         call,
         f"`{label}` inside a loop makes the CPU wait for the GPU on every iteration.",
         "Keep the results on the device and move them once after the loop; to offload as you go,"
@@ -1761,6 +1768,63 @@ def sync_in_loop(call: ast.Call, ctx: Context) -> None:
         " loop, or only every N steps.",
         needs_accelerator=place is None,
     )
+    ctx.loops[-1].facts.setdefault(_GIVEN, []).append(given)
+
+
+_GIVEN = "TM301.given"  # LoopInfo.facts: the findings given in the loop's iteration
+_HOST_WAITS = "TM301.host_waits"  # LoopInfo.facts: every iteration waits for a value the host needs
+
+
+def _note_a_wait_the_host_needs(ctx: Context, call: ast.Call, value: ast.AST | None) -> None:
+    """The read is one the host needs to go on (an action for `env.step`, predictions for a
+    NumPy metric, a number packed into a file): if it runs in every iteration, on a tensor that
+    may be on the GPU, the iteration waits for the GPU there whatever else it does."""
+    info = ctx.loops[-1]
+    if not _always_runs(ctx, info.node):
+        return
+    if value is not None and accelerator.where(ctx, value) == accelerator.CPU:
+        return
+    if accelerator.in_cpu_branch(ctx, call):
+        return
+    info.facts[_HOST_WAITS] = True
+
+
+def _withdraw_where_the_host_waits(ctx: Context, info: LoopInfo) -> None:
+    """`test_loss += loss.item()` in an evaluation loop that then copies each batch's
+    predictions to the host for a NumPy metric: the iteration waits for the GPU at that copy in
+    any case, so keeping the loss on the device removes no wait. The advice holds only where
+    the read is the iteration's one wait."""
+    if info.facts.get(_HOST_WAITS):
+        for given in info.facts.get(_GIVEN, ()):
+            ctx.withdraw(given)
+
+
+def _always_runs(ctx: Context, loop: ast.AST) -> bool:
+    """The node being checked runs in every iteration of `loop` that gets to it: it is not in
+    a branch (`if`, a conditional expression, the right of `and`/`or`), a nested loop or
+    function, a handler, or the loop's `else`."""
+    path = ctx.stack
+    start = next((i for i, n in enumerate(path) if n is loop), None)
+    if start is None or isinstance(loop, _COMPREHENSIONS):
+        return False
+    for k in range(start, len(path) - 1):
+        anc, child = path[k], path[k + 1]
+        if isinstance(child, ast.stmt):
+            found = block_of(anc, child)
+            if found is None:
+                return False
+            if anc is loop:
+                if found[0] is not loop.body:  # type: ignore[attr-defined]
+                    return False
+            elif not isinstance(anc, (ast.With, ast.AsyncWith, ast.Try)):
+                return False
+        elif isinstance(anc, ast.IfExp) and child is not anc.test:
+            return False
+        elif isinstance(anc, ast.BoolOp) and child is not anc.values[0]:
+            return False
+        elif isinstance(anc, (ast.Lambda, *_COMPREHENSIONS)):
+            return False
+    return True
 
 
 def _group_key(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
