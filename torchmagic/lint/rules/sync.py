@@ -923,7 +923,7 @@ def _fed_back(ctx: Context, loop: ast.AST, name: str, appended: bool) -> bool:
             args = [*sub.args, *(k.value for k in sub.keywords)]
             if not any(isinstance(n, ast.Name) and n.id == current for a in args for n in ast.walk(a)):
                 continue
-            if terminal_name(sub.func) in _HOST_CONSUMERS or _tells_its_proposer(loop, sub):
+            if terminal_name(sub.func) in _HOST_CONSUMERS or _tells_its_proposer(ctx, loop, sub):
                 return True
             if _builds_tensor(ctx, sub.func):
                 direct = not is_list and any(isinstance(a, ast.Name) and a.id == current for a in args)
@@ -942,19 +942,35 @@ def _fed_back(ctx: Context, loop: ast.AST, name: str, appended: bool) -> bool:
     return False
 
 
-def _tells_its_proposer(loop: ast.AST, call: ast.Call) -> bool:
+def _tells_its_proposer(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     """`searcher.update(config, error)` where the iteration began with `config =
     searcher.suggest()`: an ask/tell search that hands each result back, with its candidate, to
-    the object that proposes the next one; the host has to have the value before going on."""
+    the object that proposes the next one; the host has to have the value before going on.
+    On `self`, both must be methods the class defines: `self.criterion(output, target)` after
+    `output = self.model(x)` calls two attributes, not one object twice."""
     func = call.func
     if not isinstance(func, ast.Attribute):
         return False
     receiver = ast.unparse(func.value)
+    own = _own_methods(ctx) if receiver == "self" else None
     passed = {a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)}
     return any(
-        name in passed and proposer == receiver and method != func.attr
+        name in passed
+        and proposer == receiver
+        and method != func.attr
+        and (own is None or {method, func.attr} <= own)
         for name, proposer, method in _proposals(loop)
     )
+
+
+def _own_methods(ctx: Context) -> set[str]:
+    """The methods the current class and its bases in this source define."""
+    return {
+        n.name
+        for cls in ctx.class_chain()
+        for n in cls.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
 
 
 @per_node
