@@ -29,7 +29,10 @@ RULES = [
             factories with a `device=` argument; `*_like` and `x.new_*`; `torch.normal(mu, std)` with
             tensor arguments (built on their device); `torch.tensor(t)`/`torch.as_tensor(t)` of a tensor (a
             forward input, an annotated `torch.Tensor`), which stays on `t`'s device (a needless copy, not a CPU
-            tensor); code outside `forward`/methods it calls; a factory in the branch
+            tensor); the conversion of what the caller passed, `torch.tensor(inputs[0])` in a forward that
+            takes arrays or tensors (a parameter the function never rebinds, not a number, and a result
+            it never moves: `torch.tensor(lengths).to(x.device)` is still flagged, as is a list the
+            function fills in itself); code outside `forward`/methods it calls; a factory in the branch
             that only runs without CUDA, in code that writes the CUDA and the CPU path out twice (the `else` of
             `if torch.cuda.is_available():`, of `if x.is_cuda:` or of `... if x.is_cuda else torch.ones(n)`, the body
             of `if not torch.cuda.is_available():`, the `else` of a branch that calls `.cpu()`): there everything is

@@ -82,6 +82,8 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         return  # `f(x, torch.tensor(eps))`: a 0-dim CPU tensor mixes with tensors of any device
     if _of_a_tensor(ctx, call, name):
         return  # `torch.tensor(t)` copies `t` on `t`'s own device: no CPU tensor is built
+    if _converts_an_argument(ctx, call, name):
+        return  # `torch.tensor(inputs[0])`: the caller's data, converted where it is
     if _placeholder_of_the_other_branch(ctx, call):
         return  # `else: idx = torch.empty(0, dtype=torch.long)`: a typed stand-in the branch never fills
     legacy = _legacy_wrapper(ctx, call)
@@ -201,6 +203,44 @@ def _of_a_tensor(ctx: Context, call: ast.Call, name: str) -> bool:
     annotated `torch.Tensor`): the result stays on the device of the tensor it is built from.
     What is left is a needless copy, not a CPU tensor."""
     return name in ("tensor", "as_tensor") and bool(call.args) and ctx.kind(call.args[0]) in TENSOR_KINDS
+
+
+def _converts_an_argument(ctx: Context, call: ast.Call, name: str) -> bool:
+    """`X = torch.tensor(inputs[0])` in a `forward` documented to take NumPy arrays or tensors:
+    the caller's data converted, not a tensor made from nothing each call. A tensor is copied on
+    its own device; an array's data is on the host whatever the call says, and there is no
+    constant to keep as a buffer. The value is a chain from a parameter (not `self`, not a
+    number) that the function never rebinds, and the result is not moved afterwards:
+    `torch.tensor(lengths).to(x.device)` wants the tensor on the device, and `device=` builds it
+    there at once."""
+    if name not in ("tensor", "as_tensor") or not call.args or ctx.kind(call.args[0]) == NUMBER:
+        return False
+    fn = ctx.frame.node
+    root = root_name(call.args[0])
+    if root is None or root in ("self", "cls") or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    a = fn.args
+    if root not in {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
+        return False
+    uses = _function_uses(fn)
+    if len(uses.bindings.get(root, ())) != 1:
+        return False
+    up = ctx.stack[-1] if ctx.stack else None
+    if isinstance(up, ast.Attribute) and up.attr in ("to", "cuda"):
+        return False  # `torch.tensor(lengths).to(x.device)`
+    stmt = ctx.statement()
+    bound = (
+        {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if isinstance(stmt, ast.Assign)
+        else {stmt.target.id}
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+        else set()
+    )
+    return not any(
+        isinstance(up := uses.parents.get(r), ast.Attribute) and up.attr in ("to", "cuda")
+        for b in bound
+        for r in uses.reads.get(b, ())
+    )
 
 
 def _counts_gpus(ctx: Context, call: ast.Call) -> bool:
