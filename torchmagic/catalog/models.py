@@ -32,7 +32,9 @@ RULES = [
             tensor); the conversion of what the caller passed, `torch.tensor(inputs[0])` in a forward that
             takes arrays or tensors (a parameter the function never rebinds, not a number, and a result
             it never moves: `torch.tensor(lengths).to(x.device)` is still flagged, as is a list the
-            function fills in itself); code outside `forward`/methods it calls; a factory in the branch
+            function fills in itself); a factory in a function that turns NumPy arrays into tensors with
+            `torch.from_numpy` and moves nothing (no `.to`, `.cuda`, `device=`): it computes on the CPU
+            by construction, and a device on the factory alone would not change that; code outside `forward`/methods it calls; a factory in the branch
             that only runs without CUDA, in code that writes the CUDA and the CPU path out twice (the `else` of
             `if torch.cuda.is_available():`, of `if x.is_cuda:` or of `... if x.is_cuda else torch.ones(n)`, the body
             of `if not torch.cuda.is_available():`, the `else` of a branch that calls `.cpu()`): there everything is

@@ -84,6 +84,8 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         return  # `torch.tensor(t)` copies `t` on `t`'s own device: no CPU tensor is built
     if _converts_an_argument(ctx, call, name):
         return  # `torch.tensor(inputs[0])`: the caller's data, converted where it is
+    if _computes_on_host_arrays(ctx):
+        return  # `e = torch.from_numpy(atom_features) * h`: this forward runs on the CPU
     if _placeholder_of_the_other_branch(ctx, call):
         return  # `else: idx = torch.empty(0, dtype=torch.long)`: a typed stand-in the branch never fills
     legacy = _legacy_wrapper(ctx, call)
@@ -241,6 +243,30 @@ def _converts_an_argument(ctx: Context, call: ast.Call, name: str) -> bool:
         for b in bound
         for r in uses.reads.get(b, ())
     )
+
+
+def _computes_on_host_arrays(ctx: Context) -> bool:
+    """The function turns NumPy arrays into tensors with `torch.from_numpy` (a CPU tensor
+    sharing the array's memory) and moves nothing anywhere (no `.to`, `.cuda`, `device=`): it
+    computes on the CPU by construction, and a factory there matches that data. Giving the
+    factory a device alone would not run the function on a GPU."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    return remember(fn, "TM101.from_numpy_unmoved", lambda: _from_numpy_unmoved(ctx, fn))
+
+
+def _from_numpy_unmoved(ctx: Context, fn: ast.AST) -> bool:
+    converts = False
+    for n in ast.walk(fn):
+        if isinstance(n, ast.keyword) and n.arg == "device":
+            return False
+        if not isinstance(n, ast.Call):
+            continue
+        if isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda"):
+            return False
+        converts = converts or ctx.qualname(n.func) == "torch.from_numpy"
+    return converts
 
 
 def _counts_gpus(ctx: Context, call: ast.Call) -> bool:
