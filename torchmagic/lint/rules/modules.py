@@ -239,7 +239,7 @@ def _converts_an_argument(ctx: Context, call: ast.Call, name: str) -> bool:
         else set()
     )
     return not any(
-        isinstance(up := uses.parents.get(r), ast.Attribute) and up.attr in ("to", "cuda")
+        isinstance(holder := uses.parents.get(r), ast.Attribute) and holder.attr in ("to", "cuda")
         for b in bound
         for r in uses.reads.get(b, ())
     )

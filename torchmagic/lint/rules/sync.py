@@ -1792,9 +1792,9 @@ _HOST_WAITS = "TM301.host_waits"  # LoopInfo.facts: every iteration waits for a 
 
 
 def _note_a_wait_the_host_needs(ctx: Context, call: ast.Call, value: ast.AST | None) -> None:
-    """The read is one the host needs to go on (an action for `env.step`, predictions for a
-    NumPy metric, a number packed into a file): if it runs in every iteration, on a tensor that
-    may be on the GPU, the iteration waits for the GPU there whatever else it does."""
+    """The read is one the host needs to go on (an action for `env.step`, a token fed back as
+    the next input, a number packed into a file): if it runs in every iteration, on a tensor
+    that may be on the GPU, the iteration waits for the GPU there whatever else it does."""
     info = ctx.loops[-1]
     if not _always_runs(ctx, info.node):
         return
@@ -1806,10 +1806,10 @@ def _note_a_wait_the_host_needs(ctx: Context, call: ast.Call, value: ast.AST | N
 
 
 def _withdraw_where_the_host_waits(ctx: Context, info: LoopInfo) -> None:
-    """`test_loss += loss.item()` in an evaluation loop that then copies each batch's
-    predictions to the host for a NumPy metric: the iteration waits for the GPU at that copy in
-    any case, so keeping the loss on the device removes no wait. The advice holds only where
-    the read is the iteration's one wait."""
+    """`losses.append(loss.item())` in an online RL loop that reads every step's action for
+    `env.step`: the iteration waits for the GPU at the action in any case, so keeping the loss
+    on the device removes no wait. The advice holds only where the read is the iteration's
+    one wait."""
     if info.facts.get(_HOST_WAITS):
         for given in info.facts.get(_GIVEN, ()):
             ctx.withdraw(given)
