@@ -633,10 +633,7 @@ def _own_method_returns_host_copies(ctx: Context, func: ast.Attribute) -> bool:
     result is on the CPU."""
     if self_attr_name(func) is None or ctx.cls is None:
         return False
-    method = next(
-        (m for cls in ctx.class_chain() for m in cls.body if isinstance(m, _FuncDef) and m.name == func.attr),
-        None,
-    )
+    method = next((m for m in ctx.class_methods() if m.name == func.attr), None)
     if method is None:
         return False
     returns = [r for r in own_nodes(method) if isinstance(r, ast.Return)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -252,6 +253,13 @@ class Context:
                 if isinstance(base, ast.Name) and base.id in self.classes:
                     todo.append(self.classes[base.id].node)
         return out
+
+    def class_methods(self) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The methods of the current class and of its bases in this source, nearest class first."""
+        for cls in self.class_chain():
+            for fn in cls.body:
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    yield fn
 
     @property
     def method(self) -> str | None:

@@ -191,6 +191,12 @@ def disables_grad(ctx: Context, expr: ast.AST) -> bool:
     ):
         a = expr.args[0] if expr.args else None
         return not (isinstance(a, ast.Constant) and a.value is True)
+    return grad_off(ctx, expr)
+
+
+def grad_off(ctx: Context, expr: ast.AST) -> bool:
+    """`torch.no_grad()` / `torch.inference_mode()`, as a decorator or a `with` item: no graph is
+    recorded inside, whatever the program's state."""
     return grad_context(ctx, expr) in ("no_grad", "inference_mode")
 
 

@@ -52,6 +52,7 @@ from ._common import (
     unparse,
     unparse_operand,
 )
+from ._flow import grad_off
 from .devices import _in_body, _tensorless_loss, cuda_flag_attribute, cuda_only, under_cuda_guard
 from .sync import offloads_on_request
 
@@ -586,31 +587,20 @@ def _self_attr_origin(ctx: Context, attr: str) -> str | None:
     module's own tensors), "module" (a literal, `torch.device("cuda" if ...)`, a global) or
     None when the class does not say (an attribute of a base defined elsewhere)."""
     found = None
-    for cls in ctx.class_chain():
-        for fn in cls.body:
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    for fn in ctx.class_methods():
+        params = _params(fn)
+        if fn.name == attr and any((ctx.qualname(d) or "").endswith("property") for d in fn.decorator_list):
+            returns = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value]
+            return "caller" if any(_from_outside(ctx, r, params) for r in returns) else "module"
+        for sub in ast.walk(fn):
+            if not isinstance(sub, (ast.Assign, ast.AnnAssign)) or sub.value is None:
                 continue
-            params = _params(fn)
-            if fn.name == attr and any(
-                (ctx.qualname(d) or "").endswith("property") for d in fn.decorator_list
-            ):
-                returns = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value]
-                return "caller" if any(_from_outside(ctx, r, params) for r in returns) else "module"
-            for sub in ast.walk(fn):
-                if not isinstance(sub, (ast.Assign, ast.AnnAssign)) or sub.value is None:
-                    continue
-                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
-                if not any(
-                    isinstance(t, ast.Attribute)
-                    and t.attr == attr
-                    and isinstance(t.value, ast.Name)
-                    and t.value.id == "self"
-                    for t in targets
-                ):
-                    continue
-                if _from_outside(ctx, sub.value, params):
-                    return "caller"
-                found = "module"
+            targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+            if not any(self_attr_name(t) == attr for t in targets):
+                continue
+            if _from_outside(ctx, sub.value, params):
+                return "caller"
+            found = "module"
     return found
 
 
@@ -1584,7 +1574,7 @@ def _records_no_graph_after(ctx: Context, fn: ast.AST, call: ast.Call) -> bool:
     whatever its name (`tokenize`, `reinforce_optim_one_mol`): it needs eval mode, and the caller
     that wants a result from it has nothing to set."""
     if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-        grad_context(ctx, d) in ("no_grad", "inference_mode") for d in fn.decorator_list
+        grad_off(ctx, d) for d in fn.decorator_list
     ):
         return True
     return any(_turns_grad_off(ctx, n) and n.lineno > call.lineno for n in own_nodes(fn))
@@ -1636,7 +1626,7 @@ def _turns_grad_off(ctx: Context, node: ast.AST) -> bool:
     """`with torch.no_grad():` / `with torch.inference_mode():`: a block that records no graph
     whatever the program's state (not `set_grad_enabled(cond)`, which may leave it on)."""
     return isinstance(node, (ast.With, ast.AsyncWith)) and any(
-        grad_context(ctx, i.context_expr) in ("no_grad", "inference_mode") for i in node.items
+        grad_off(ctx, i.context_expr) for i in node.items
     )
 
 
@@ -1736,8 +1726,7 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
         if _trains_nothing_through(ctx, info.attrs, parent, node):
             return
         for d in node.decorator_list:
-            mode = grad_context(ctx, d)
-            if mode in ("no_grad", "inference_mode"):
+            if grad_off(ctx, d):
                 ctx.flag(
                     d,
                     f"`@{unparse(d)}` on `{parent.name}.{node.name}` disables gradients inside the module.",
@@ -1761,7 +1750,7 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
     if not _cuts_the_output(ctx, node):
         return  # targets, statistics or in-place updates on the side: the output keeps its graph
     for item in node.items:  # type: ignore[attr-defined]
-        if grad_context(ctx, item.context_expr) in ("no_grad", "inference_mode"):
+        if grad_off(ctx, item.context_expr):
             ctx.flag(
                 node,
                 f"`with {unparse(item.context_expr)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.",  # type: ignore[union-attr]
@@ -2321,11 +2310,7 @@ def _after_module_init(ctx: Context, node: ast.AST) -> bool:
 def _moves_own_state(ctx: Context) -> bool:
     """The class (or a base defined in this source) overrides `to`, `_apply` or `cuda`: it
     moves its tensor attributes itself, as metric and loss classes with state do."""
-    return any(
-        isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("to", "_apply", "cuda")
-        for cls in ctx.class_chain()
-        for fn in cls.body
-    )
+    return any(fn.name in ("to", "_apply", "cuda") for fn in ctx.class_methods())
 
 
 _RETYPES = frozenset({"type_as", "to"})
@@ -2347,10 +2332,7 @@ def _assignments_after_init(ctx: Context) -> Iterator[ast.Assign]:
 
 def _methods_after_init(ctx: Context) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     """The methods other than `__init__` of the class (and its bases in this source)."""
-    for cls in ctx.class_chain():
-        for fn in cls.body:
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name != "__init__":
-                yield fn
+    return (fn for fn in ctx.class_methods() if fn.name != "__init__")
 
 
 def _scalar_constant(ctx: Context, value: ast.AST) -> bool:
@@ -2382,14 +2364,12 @@ def _recomputed_in_forward(ctx: Context, attr: str) -> bool:
     """`forward` rebinds the attribute on every call, from something other than itself
     (`self.weight = w[:n].reshape(out, in)` from coefficients): the value `__init__` gives it is
     a placeholder, and what forward uses is made where its inputs are."""
-    for cls in ctx.class_chain():
-        for fn in cls.body:
-            if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "forward"):
-                continue
-            for stmt in fn.body:  # unconditionally: its own statements, not a branch's
-                if isinstance(stmt, ast.Assign) and _rebinds_anew(stmt, attr):
-                    return True
-    return False
+    return any(
+        isinstance(stmt, ast.Assign) and _rebinds_anew(stmt, attr)
+        for fn in ctx.class_methods()
+        if fn.name == "forward"
+        for stmt in fn.body  # unconditionally: its own statements, not a branch's
+    )
 
 
 def _empty_placeholder(ctx: Context, value: ast.AST, attr: str) -> bool:

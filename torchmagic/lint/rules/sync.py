@@ -952,7 +952,7 @@ def _tells_its_proposer(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     if not isinstance(func, ast.Attribute):
         return False
     receiver = ast.unparse(func.value)
-    own = _own_methods(ctx) if receiver == "self" else None
+    own = {m.name for m in ctx.class_methods()} if receiver == "self" else None
     passed = {a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)}
     return any(
         name in passed
@@ -961,16 +961,6 @@ def _tells_its_proposer(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
         and (own is None or {method, func.attr} <= own)
         for name, proposer, method in _proposals(loop)
     )
-
-
-def _own_methods(ctx: Context) -> set[str]:
-    """The methods the current class and its bases in this source define."""
-    return {
-        n.name
-        for cls in ctx.class_chain()
-        for n in cls.body
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-    }
 
 
 @per_node
