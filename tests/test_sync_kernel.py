@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+import torch
 from kernels import execute as run_in_kernel
 from kernels import running_kernel
 
@@ -61,3 +62,22 @@ def test_kernel_error_cell_reports_syncs_and_cleans_up(kernel) -> None:
     assert [(s["line"], s["count"]) for s in last_report(kernel)["syncs"]] == [(3, 1)]
     reply, out = execute(kernel, "print(torch._C._is_torch_function_mode_enabled())")
     assert out.strip() == "False"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_call_that_starts_cuda_is_not_charged_as_a_wait() -> None:
+    """The notebook's first `.cuda()` takes CUDA's start-up (hundreds of ms), but no GPU work can
+    be queued before CUDA starts: it is no wait, and no TM303. The next read is one."""
+    with running_kernel() as kc:
+        reply, _ = execute(kc, "%load_ext torchmagic\n%config TorchCheck.display = 'none'\nimport torch\n")
+        assert reply["status"] == "ok", reply
+        cell = (
+            "%%torchcheck\nprint(torch.cuda.is_initialized())\nw = torch.randn(2048, 2048).cuda()\n"
+            "for _ in range(20):\n    w = w @ w / 2048\nv = w.sum().item()\n"
+        )
+        reply, out = execute(kc, cell)
+        assert reply["status"] == "ok", reply
+        assert out == "False\n"
+        report = last_report(kc)
+        assert [(s["line"], s["ops"]) for s in report["syncs"]] == [(6, {"Tensor.item": 1})]
+        assert not [f for f in report["findings"] if f["rule"] == "TM303" and f["line"] == 3]

@@ -315,14 +315,17 @@ def test_other_torch_calls_are_left_untouched(cpu_shell) -> None:
 
 
 class FakeCuda:
-    """`torch.cuda.synchronize` and `Stream`/`Event` that 'wait' `wait_s` each."""
+    """`torch.cuda.synchronize` and `Stream`/`Event` that 'wait' `wait_s` each; CUDA has started
+    (`started=False`: the first sync call starts it)."""
 
-    def __init__(self, monkeypatch, wait_s: float = 0.002) -> None:
+    def __init__(self, monkeypatch, wait_s: float = 0.002, started: bool = True) -> None:
         self.calls: list[str] = []
+        self.started = started
         fake = self
 
         def synchronize(device=None):
             fake.calls.append("device")
+            fake.started = True
             time.sleep(wait_s)
 
         class Stream:
@@ -339,6 +342,7 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
         monkeypatch.setattr(torch.cuda, "Stream", Stream)
         monkeypatch.setattr(torch.cuda, "Event", Event)
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: fake.started)
         # the GPU trace must never be switched on: it cannot be switched off again
         monkeypatch.setattr(torch._C, "_activate_gpu_trace", lambda: pytest.fail("GPU trace activated"))
 
@@ -388,6 +392,16 @@ def test_explicit_syncs_are_timed_at_their_lines(shell, monkeypatch) -> None:
     assert fake.Stream.__dict__["synchronize"].__name__ == "synchronize"
     assert not hasattr(fake.Stream.__dict__["synchronize"], "__wrapped__")
     assert_probe_gone()
+
+
+def test_the_call_that_starts_cuda_is_not_charged(shell, monkeypatch) -> None:
+    """No GPU work can be queued before CUDA starts: the call that starts it waits for none
+    (its time is CUDA's start-up); the calls after it are timed."""
+    fake = FakeCuda(monkeypatch, started=False)
+    result, report = cuda_run(shell, "import torch\ntorch.cuda.synchronize()\ntorch.cuda.synchronize()\n")
+    assert result.error_in_exec is None
+    assert fake.calls == ["device", "device"]
+    assert [(s.line, s.count) for s in report.syncs] == [(3, 1)]
 
 
 def test_explicit_syncs_flag_a_stall_with_TM303(shell, monkeypatch) -> None:

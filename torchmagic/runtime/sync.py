@@ -30,6 +30,10 @@ later cell, checked or not, even after `%unload_ext`. Why not
 times nothing; it misses explicit syncs and pageable copies; and it is a global mode the
 user may have set.
 
+A call that starts CUDA in the process (the first `.cuda()` of a notebook, say) is not
+charged: nothing can be queued on a GPU before CUDA starts, so its time is CUDA's own
+start-up (hundreds of ms), not a wait the user could remove.
+
 Syncs made by other threads (data-loader pinning threads) have no cell frame and are not
 charged to a line. Nothing here initialises CUDA, changes results, or touches warnings.
 
@@ -268,6 +272,14 @@ class SyncLedger:
         self.thread = threading.get_ident()
         self.by_line: dict[int, list[Any]] = {}  # line -> [count, seconds, {op: count}]
         self.outside_s = 0.0
+        self.cuda_started = False
+
+    def starts_cuda(self) -> bool:
+        """Whether CUDA has not started in this process yet, so that the CUDA call about to run
+        starts it and has no queued GPU work to wait for."""
+        if not self.cuda_started:
+            self.cuda_started = torch.cuda.is_initialized()
+        return not self.cuda_started
 
     def add(self, op: str, seconds: float, frame: Any) -> None:
         line = self.locator.line(frame)
@@ -349,7 +361,7 @@ class ExplicitSyncs:
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True  # noqa: F841  (IPython hides this frame in tracebacks)
-            if threading.get_ident() != ledger.thread:
+            if threading.get_ident() != ledger.thread or ledger.starts_cuda():
                 return original(*args, **kwargs)
             t0 = _perf()
             try:
@@ -416,7 +428,7 @@ class SyncWrappers:
                 device = sync_device(key, args, kwargs)
             except Exception:
                 device = None
-            if device not in timed:
+            if device not in timed or (device == "cuda" and ledger.starts_cuda()):
                 return original(*args, **kwargs)
             probe.depth += 1
             t0 = _perf()
