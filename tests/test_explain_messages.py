@@ -175,13 +175,26 @@ CASES = [
 ]  # fmt: skip
 
 
+# How torch before 2.12 words the same errors (seen with torch 2.11): the message alone says
+# less there; the explainer names the kind from the call (tests/test_explain_explainer.py).
+OLDER_WORDING = {
+    "ce-float-target": (
+        "expected scalar type Long but found Float",
+        m.DTYPE,
+        {"dtypes": ("int64", "float32")},
+    ),
+}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_real_message_is_classified(case):
-    _, fn, exc_type, text, kind, fields = case
+    name, fn, exc_type, text, kind, fields = case
     with pytest.raises(Exception) as info:
         fn()
     exc = info.value
     assert type(exc) is exc_type
+    if name in OLDER_WORDING and str(exc).startswith(OLDER_WORDING[name][0]):
+        text, kind, fields = OLDER_WORDING[name]
     assert str(exc).split("\n", 1)[0] == text  # the exact wording of torch 2.x
     err = classify(exc)
     assert err is not None and err.kind == kind

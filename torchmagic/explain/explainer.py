@@ -86,6 +86,7 @@ def explain(
     try:
         ctx = Context(err, fr.sites(tb), list(modules))
         message, hint = build(ctx)
+        err = ctx.err  # a builder may name the kind more precisely than the message did
         return Explanation(
             line=cell_line,
             kind=err.kind,

@@ -5,6 +5,7 @@ a hint is given only where one fix is likely."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -608,6 +609,11 @@ _FLOATS = {"float32", "float64", "float16", "bfloat16"}
 def _dtype(ctx: Context) -> tuple[str, str]:
     err = ctx.err
     if ctx.is_loss():
+        if err.dtypes[:1] == ("int64",) and not err.detail:
+            # torch before 2.12 words a float class-index target "expected scalar type Long but
+            # found Float": in a loss, the Long it wants is the target's
+            ctx.err = dataclasses.replace(err, kind=m.TARGET_DTYPE)
+            return _target_dtype(ctx)
         x, y = _loss_args(ctx)
         if err.detail == "cast" and y is not None and y.dtype not in _FLOATS:
             head = ctx.subject() + f" got target {shp(y.shape)} of dtype {y.dtype}"
