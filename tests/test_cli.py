@@ -20,7 +20,11 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
         text=True,
         cwd=cwd or ROOT,
         timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        # the checkout first; a PYTHONPATH of the machine (packages installed with --target) after it
+        env={
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "PATH": "/usr/bin:/bin",
+        },
     )
 
 
