@@ -45,6 +45,7 @@ bench: $(VENV)/.installed-dev
 	$(PY) bench/scan_speed.py
 	$(PY) bench/cell_cost.py
 	$(PY) bench/sync_overhead.py
+	$(PY) bench/later_cells.py
 	$(PY) bench/compile_cost.py
 	$(PY) bench/gpu.py
 
