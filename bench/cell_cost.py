@@ -22,6 +22,7 @@ import statistics
 import time
 
 import torch
+from cells import timed_cell
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
@@ -55,11 +56,7 @@ for step in range({steps}):
 """
 
 
-def run(shell: InteractiveShell, code: str) -> float:
-    with capture_output():
-        t0 = time.perf_counter()
-        shell.run_cell(code, store_history=True)
-        return time.perf_counter() - t0
+run = timed_cell
 
 
 def collector_sets() -> dict[str, list]:

@@ -25,11 +25,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 
 import torch
+from cells import timed_cell
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.utils.capture import capture_output
 
 SETUP = """\
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -107,12 +106,7 @@ EXPECTED_SYNC_LINES = {
 
 def run(shell: InteractiveShell, code: str) -> float:
     torch.cuda.synchronize()
-    with capture_output():
-        t0 = time.perf_counter()
-        result = shell.run_cell(code, store_history=True)
-        elapsed = time.perf_counter() - t0
-    result.raise_error()
-    return elapsed
+    return timed_cell(shell, code)
 
 
 def med(xs: list[float]) -> float:

@@ -24,11 +24,10 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
+from cells import timed_cell
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.utils.capture import capture_output
 
 SETUP = "import torch\nx = torch.randn(8)\nw = torch.randn(8, 8)\n"
 LATER = """\
@@ -39,13 +38,7 @@ for _ in range(50000):
 CHECKED = "%%torchcheck\ny = (w @ x).sum().item()\n"
 
 
-def run(shell: InteractiveShell, code: str) -> float:
-    with capture_output():
-        t0 = time.perf_counter()
-        result = shell.run_cell(code, store_history=True)
-        elapsed = time.perf_counter() - t0
-    result.raise_error()
-    return elapsed
+run = timed_cell
 
 
 def series(sync_devices: list[str], rounds: int, counts: list[int]) -> list[tuple[str, float]]:
