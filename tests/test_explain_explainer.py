@@ -121,6 +121,13 @@ parts = [torch.randn(1, 3), torch.randn(1, 5)]
 rows = [torch.cat([base, p]) for p in parts]
 """, 4, None, m.CAT, ["`torch.cat([base, p])` joins `base` [1, 3] and `p` [1, 5]"], "`dim=1`",
      {"base": [1, 3], "p": [1, 5]}, 0),
+    ("cat-in-comprehension-name-taken", """
+base = torch.randn(1, 3)
+p = torch.randn(1, 3)
+parts = [torch.randn(1, 3), torch.randn(1, 5)]
+rows = [torch.cat([base, p]) for p in parts]
+""", 5, None, m.CAT, ["`torch.cat([base, p])` joins `base` [1, 3] and `p` [1, 5]"], "`dim=1`",
+     {"base": [1, 3], "p": [1, 5]}, 0),
     ("stack-list", """
 xs = [torch.randn(2, 3), torch.randn(2, 4)]
 s = torch.stack(xs)
@@ -350,6 +357,12 @@ INLINED_COMPREHENSIONS = {
         {"input": [2, 12]},
     ),
     "cat-in-comprehension": (["`torch.cat([base, p])` joins `base` [1, 3] and `p`:"], "", {"base": [1, 3]}),
+    # the global `p` [1, 3] is another tensor: not named as the failing item
+    "cat-in-comprehension-name-taken": (
+        ["`torch.cat([base, p])` joins `base` [1, 3] and `p`:"],
+        "",
+        {"base": [1, 3]},
+    ),
 }
 
 
@@ -679,3 +692,32 @@ MORE = [
 def test_more_kinds(source, kind, start, hint):
     ex = run(source).explanation
     assert ex.kind == kind and start in ex.message and hint in ex.hint
+
+
+def test_a_comprehension_variable_is_not_read_from_the_enclosing_frame(tmp_path):
+    """What Python 3.12 shows the explainer (PEP 709): the error inside `[torch.cat([base, p])
+    for p in parts]` is reported in the enclosing frame, where `p` is a global from an earlier
+    cell holding another tensor. Naming that `p` [1, 3] would blame the wrong shape. The
+    enclosing frame is reached here as it is on 3.12, on any version."""
+    src = tmp_path / "cell.py"
+    src.write_text(
+        "import torch\n"
+        "base = torch.randn(1, 3)\n"
+        "p = torch.randn(1, 3)\n"
+        "parts = [torch.randn(1, 3), torch.randn(1, 5)]\n"
+        "rows = [torch.cat([base, p]) for p in parts]\n"
+    )
+    ns: dict = {}
+    try:
+        exec(compile(src.read_text(), str(src), "exec"), ns)
+    except RuntimeError as e:
+        tb = e.__traceback__
+    sites = [s for s in fr.sites(tb) if s.filename == str(src)]
+    enclosing = next(s for s in sites if s.function == "<module>")
+    assert enclosing.lineno == 5
+    named = fr.expression_tensors(enclosing, None, "line 5", tree=fr.parse("torch.cat([base, p])"))
+    assert [(t.name, t.shape) for t in named] == [("base", [1, 3])]
+    if sys.version_info < (3, 12):  # the comprehension's own frame still names its `p`
+        own = next(s for s in sites if s.function == "<listcomp>")
+        outer = fr.expression_tensors(own, enclosing, "line 5", tree=fr.parse("torch.cat([base, p])"))
+        assert [(t.name, t.shape) for t in outer] == [("base", [1, 3]), ("p", [1, 5])]

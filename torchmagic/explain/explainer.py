@@ -280,7 +280,9 @@ class Context:
         if s is None:
             return []
         i = self.sites.index(s)
-        outer = self.sites[i - 1] if i > 0 and s.function.startswith("<") else None  # comprehension
+        outer = (
+            self.sites[i - 1] if i > 0 and s.function in fr.COMPREHENSION_FRAMES else None
+        )  # comprehension
         return fr.expression_tensors(s, outer, f"line {s.lineno}", tree=node)
 
     def operands(self) -> list[TensorInfo]:

@@ -11,10 +11,12 @@ constant subscripts of plain lists/dicts.
 from __future__ import annotations
 
 import ast
+import functools
 import linecache
 import os
 import site
 import sysconfig
+import warnings
 from dataclasses import dataclass, field
 from itertools import islice
 from types import FrameType, TracebackType
@@ -22,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..lint.source import prepare
 from . import safe
 from .records import TensorInfo, tensor_info
 
@@ -257,17 +260,59 @@ class Scopes:
         return done, obj
 
 
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+COMPREHENSION_FRAMES = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
+
+
+def comprehension_names(site: Site) -> frozenset[str]:
+    """Names bound by the comprehensions around the site's line, when the frame is not the
+    comprehension's own. Python 3.12 runs a comprehension inline (PEP 709): an error inside
+    `[net(xb) for xb in batches]` is reported in the enclosing frame, where `xb` is unbound or
+    is another object of the same name (a global from an earlier cell), not the failing item."""
+    if site.function in COMPREHENSION_FRAMES:
+        return frozenset()  # the comprehension's own frame (Python 3.11): its names are its own
+    lines = linecache.getlines(site.filename)
+    if not lines or not 0 < site.lineno <= len(lines) or len(lines) > 5000:
+        return frozenset()
+    return _comprehension_targets("".join(lines), site.lineno) or _comprehension_targets(
+        lines[site.lineno - 1], 1
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _comprehension_targets(source: str, lineno: int) -> frozenset[str]:
+    if lineno == 1:
+        tree = parse(source)
+    else:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # SyntaxWarning of the user's source: not ours to show
+                tree = ast.parse(prepare(source).python)  # IPython syntax blanked, lines kept
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+    names: set[str] = set()
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, _COMPREHENSIONS) and node.lineno <= lineno <= (node.end_lineno or 0):
+            for gen in node.generators:
+                names.update(n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name))
+    return frozenset(names)
+
+
 def expression_tensors(
     site: Site, outer: Site | None, role: str, tree: ast.AST | None = None, limit: int = 12
 ) -> list[TensorInfo]:
     """Tensors named on the failing expression of a user frame (or on `tree`, a part of
-    it), in source order; a plain list/tuple/dict of tensors is listed item by item (`xs[0]`)."""
+    it), in source order; a plain list/tuple/dict of tensors is listed item by item (`xs[0]`).
+    A comprehension's variable is not looked up outside the comprehension's own frame."""
     scopes = Scopes(site, outer)
     out: list[TensorInfo] = []
     seen: set[int] = set()
+    hidden = comprehension_names(site)
     for parts in references(tree if tree is not None else parse(site.code())):
         if len(out) >= limit:
             break
+        if parts[0] in hidden:
+            continue
         done, obj = scopes.resolve(parts)
         if not done:
             continue
