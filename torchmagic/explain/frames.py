@@ -16,7 +16,6 @@ import linecache
 import os
 import site
 import sysconfig
-import warnings
 from dataclasses import dataclass, field
 from itertools import islice
 from types import FrameType, TracebackType
@@ -24,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ..lint.source import prepare
+from ..lint.source import parse_cell
 from . import safe
 from .records import TensorInfo, tensor_info
 
@@ -281,15 +280,7 @@ def comprehension_names(site: Site) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=16)
 def _comprehension_targets(source: str, lineno: int) -> frozenset[str]:
-    if lineno == 1:
-        tree = parse(source)
-    else:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # SyntaxWarning of the user's source: not ours to show
-                tree = ast.parse(prepare(source).python)  # IPython syntax blanked, lines kept
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            tree = None
+    tree = parse(source) if lineno == 1 else parse_cell(source)
     names: set[str] = set()
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, _COMPREHENSIONS) and node.lineno <= lineno <= (node.end_lineno or 0):

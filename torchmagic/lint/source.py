@@ -7,7 +7,9 @@ import IPython here: linting must work (and stay fast) in the CLI, where IPython
 
 from __future__ import annotations
 
+import ast
 import re
+import warnings
 from dataclasses import dataclass, field
 
 # Cell magics whose body is ordinary Python that runs in the user namespace.
@@ -68,6 +70,20 @@ def prepare(code: str) -> PreparedSource:
     if is_python and not verbatim and ("%" in code or "!" in code or "?" in code):
         _rewrite_line_magics(out)
     return PreparedSource("\n".join(out) + "\n", lines, sup, is_python)
+
+
+def parse_cell(code: str) -> ast.Module | None:
+    """The cell (or file) as an AST with the user's line numbers; None if it is not Python (a
+    `%%bash` cell) or does not parse. Its own SyntaxWarnings are not shown: they are the user's."""
+    try:
+        prep = prepare(code)
+        if not prep.is_python:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(prep.python)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def _rewrite_line_magics(out: list[str]) -> None:

@@ -7,12 +7,11 @@ line of a class the cell defines); lines count as the editor shows them.
 from __future__ import annotations
 
 import ast
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..lint.nodes import read_only_for_python
-from ..lint.source import prepare
+from ..lint.source import parse_cell
 
 # Methods that grow or rebind the contents of a container named in the cell.
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "__setitem__"})
@@ -88,15 +87,8 @@ def root_name(name: str) -> str:
 def cell_names(raw_cell: str) -> CellNames:
     """Names bound at the cell's top level (not inside functions or classes it defines)."""
     out = CellNames()
-    try:
-        prep = prepare(raw_cell)
-        if not prep.is_python:
-            out.parsed = False
-            return out
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(prep.python)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_cell(raw_cell)
+    if tree is None:
         out.parsed = False
         return out
     stack: list[ast.AST] = list(reversed(tree.body))

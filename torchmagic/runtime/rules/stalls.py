@@ -11,13 +11,12 @@ report's sync table either way.
 from __future__ import annotations
 
 import ast
-import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ...catalog import Rule
 from ...lint.nodes import SCOPES
-from ...lint.source import prepare
+from ...lint.source import parse_cell
 from ...report import Finding, SyncRecord
 from ..registry import runtime_rule
 
@@ -42,14 +41,8 @@ _REPEATING = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.D
 def _repeating_lines(raw_cell: str) -> set[int] | None:
     """Cell lines that may run more than once: in loops, comprehensions and the bodies of
     functions and classes the cell defines. None when the cell cannot be read as Python."""
-    try:
-        prep = prepare(raw_cell)
-        if not prep.is_python:
-            return None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(prep.python)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_cell(raw_cell)
+    if tree is None:
         return None
     lines: set[int] = set()
     for node in ast.walk(tree):

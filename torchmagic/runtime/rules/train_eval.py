@@ -12,13 +12,12 @@ still flagged: its `.backward()` comes between).
 from __future__ import annotations
 
 import ast
-import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ...catalog import Rule
 from ...lint.nodes import own_nodes
-from ...lint.source import prepare
+from ...lint.source import parse_cell
 from ...report import Finding
 from ..modes import LayerEvent, training
 from ..registry import runtime_rule
@@ -61,14 +60,8 @@ def _call_lines(raw_cell: str) -> tuple[dict[str, list[int]], list[int]]:
     and `.step()` calls, anywhere in the cell's own code (functions it defines aside)."""
     train: dict[str, list[int]] = {}
     training_steps: list[int] = []
-    try:
-        prep = prepare(raw_cell)
-        if not prep.is_python:
-            return train, training_steps
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(prep.python)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_cell(raw_cell)
+    if tree is None:
         return train, training_steps
     for node in own_nodes(tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
