@@ -38,9 +38,6 @@ for _ in range(50000):
 CHECKED = "%%torchcheck\ny = (w @ x).sum().item()\n"
 
 
-run = timed_cell
-
-
 def series(sync_devices: list[str], rounds: int, counts: list[int]) -> list[tuple[str, float]]:
     shell = InteractiveShell.instance()
     shell.run_cell(SETUP)
@@ -49,14 +46,14 @@ def series(sync_devices: list[str], rounds: int, counts: list[int]) -> list[tupl
     shell.run_cell(f"%config TorchCheck.sync_devices = {sync_devices!r}")
 
     def timed() -> float:
-        return statistics.median(run(shell, LATER) for _ in range(rounds))
+        return statistics.median(timed_cell(shell, LATER) for _ in range(rounds))
 
-    run(shell, LATER)  # warm up
+    timed_cell(shell, LATER)  # warm up
     out = [("before", timed()), ("again, nothing checked", timed())]
     done = 0
     for n in counts:
         for _ in range(n - done):
-            run(shell, CHECKED)
+            timed_cell(shell, CHECKED)
         done = n
         out.append((f"after {n} checked", timed()))
     shell.run_cell("%unload_ext torchmagic")

@@ -220,23 +220,19 @@ def test_TM303_ignores_lines_below_threshold(cpu_shell) -> None:
     assert not [f for f in report.findings if f.rule == "TM303"]
 
 
-def _no_threshold(shell) -> None:
-    shell.run_cell("%config TorchCheck.sync_threshold_s = 0.0", store_history=False)
-    shell.run_cell("%config TorchCheck.sync_fraction = 0.0", store_history=False)
+@pytest.fixture
+def every_wait(cpu_shell):
+    """TM303 with no threshold: every line that synchronised is a candidate."""
+    cpu_shell.run_cell("%config TorchCheck.sync_threshold_s = 0.0", store_history=False)
+    cpu_shell.run_cell("%config TorchCheck.sync_fraction = 0.0", store_history=False)
+    yield cpu_shell
+    cpu_shell.run_cell("%config TorchCheck.sync_threshold_s = 0.005", store_history=False)
+    cpu_shell.run_cell("%config TorchCheck.sync_fraction = 0.1", store_history=False)
 
 
-def _default_threshold(shell) -> None:
-    shell.run_cell("%config TorchCheck.sync_threshold_s = 0.005", store_history=False)
-    shell.run_cell("%config TorchCheck.sync_fraction = 0.1", store_history=False)
-
-
-def test_TM303_leaves_a_one_off_display_alone_but_keeps_its_record(cpu_shell) -> None:
+def test_TM303_leaves_a_one_off_display_alone_but_keeps_its_record(every_wait) -> None:
     body = "x = torch.randn(100_000)\nprint(x)\ns = f'{x.sum():.3f}'\n[x[:2], x[-2:]]\n"
-    _no_threshold(cpu_shell)
-    try:
-        _, report, cap = checked(cpu_shell, body)
-    finally:
-        _default_threshold(cpu_shell)
+    _, report, cap = checked(every_wait, body)
     by_line = syncs_by_line(report)
     assert by_line[3].ops == {"Tensor.__repr__": 1} and by_line[4].ops == {"Tensor.__format__": 1}
     assert by_line[5].ops == {"Tensor.__repr__": 2}  # the cell's result, shown by the shell
@@ -244,7 +240,7 @@ def test_TM303_leaves_a_one_off_display_alone_but_keeps_its_record(cpu_shell) ->
     assert not [f for f in report.findings if f.rule == "TM303"]
 
 
-def test_TM303_flags_a_display_that_repeats(cpu_shell) -> None:
+def test_TM303_flags_a_display_that_repeats(every_wait) -> None:
     body = (
         "x = torch.randn(100_000)\n"
         "for i in range(3):\n"
@@ -254,11 +250,7 @@ def test_TM303_flags_a_display_that_repeats(cpu_shell) -> None:
         "show(x)\n"
         "print(x.sum().item())\n"
     )
-    _no_threshold(cpu_shell)
-    try:
-        _, report, _ = checked(cpu_shell, body)
-    finally:
-        _default_threshold(cpu_shell)
+    _, report, _ = checked(every_wait, body)
     stalls = sorted(f.line for f in report.findings if f.rule == "TM303")
     # the loop's display, the function's (its callers are not known), and a one-off `.item()`,
     # which is not a display

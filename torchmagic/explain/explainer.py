@@ -280,9 +280,8 @@ class Context:
         if s is None:
             return []
         i = self.sites.index(s)
-        outer = (
-            self.sites[i - 1] if i > 0 and s.function in fr.COMPREHENSION_FRAMES else None
-        )  # comprehension
+        in_comprehension = i > 0 and s.function in fr.COMPREHENSION_FRAMES  # its own frame (3.11)
+        outer = self.sites[i - 1] if in_comprehension else None
         return fr.expression_tensors(s, outer, f"line {s.lineno}", tree=node)
 
     def operands(self) -> list[TensorInfo]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..lint.nodes import COMPREHENSIONS
 from ..lint.source import parse_cell
 from . import safe
 from .records import TensorInfo, tensor_info
@@ -259,7 +260,6 @@ class Scopes:
         return done, obj
 
 
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 COMPREHENSION_FRAMES = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
 
@@ -283,7 +283,7 @@ def _comprehension_targets(source: str, lineno: int) -> frozenset[str]:
     tree = parse(source) if lineno == 1 else parse_cell(source)
     names: set[str] = set()
     for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, _COMPREHENSIONS) and node.lineno <= lineno <= (node.end_lineno or 0):
+        if isinstance(node, COMPREHENSIONS) and node.lineno <= lineno <= (node.end_lineno or 0):
             for gen in node.generators:
                 names.update(n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name))
     return frozenset(names)

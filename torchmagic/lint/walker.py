@@ -29,13 +29,12 @@ from .kinds import (
     classify_class,
     is_class,
 )
-from .nodes import is_name, terminal_name
+from .nodes import COMPREHENSIONS, LOOPS, is_name, terminal_name
 
 if TYPE_CHECKING:
     from .registry import StaticCheck
 
 
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Node types with nothing below them that a rule could want (contexts and operators).
 _LEAVES = frozenset(
@@ -73,7 +72,7 @@ def is_step_loop(node: ast.AST) -> bool:
     """A nested loop that is the per-batch (per-step) loop of its outer loop: code after it in
     the outer loop runs once per epoch. Loops over a model's parameters, an optimizer's
     param groups or a dict's items are part of one step; comprehensions too."""
-    if isinstance(node, _COMPREHENSIONS):
+    if isinstance(node, COMPREHENSIONS):
         return False
     if isinstance(node, ast.While):
         return True
@@ -97,9 +96,6 @@ def is_step_loop(node: ast.AST) -> bool:
     return True
 
 
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
-
-
 def steps_itself(loop: ast.AST) -> bool:
     """The loop's own body, outside the loops nested in it, back-propagates or steps an
     optimizer (`for step in range(n): for s in range(k): out += model(xb)` then
@@ -108,7 +104,7 @@ def steps_itself(loop: ast.AST) -> bool:
     todo = list(getattr(loop, "body", []))
     while todo:
         node = todo.pop()
-        if isinstance(node, (*_LOOPS, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if isinstance(node, (*LOOPS, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr == "backward":
@@ -190,7 +186,7 @@ class Walker:
             ast.With: self._visit_with,
             ast.AsyncWith: self._visit_with,
             ast.Lambda: self._visit_lambda,
-            **{c: self._visit_comprehension for c in _COMPREHENSIONS},
+            **{c: self._visit_comprehension for c in COMPREHENSIONS},
         }
 
     def run(self, tree: ast.Module) -> None:

@@ -10,7 +10,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..lint.nodes import read_only_for_python
+from ..lint.nodes import COMPREHENSIONS, LOOPS, read_only_for_python
 from ..lint.source import parse_cell
 
 # Methods that grow or rebind the contents of a container named in the cell.
@@ -96,13 +96,13 @@ def cell_names(raw_cell: str) -> CellNames:
         node = stack.pop()
         if isinstance(node, ast.stmt):
             end = getattr(node, "end_lineno", None) or node.lineno
-            out.statements.append((node.lineno, end, isinstance(node, (ast.For, ast.AsyncFor, ast.While))))
+            out.statements.append((node.lineno, end, isinstance(node, LOOPS)))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.assigned[node.name] = node.lineno
             if isinstance(node, ast.ClassDef):
                 _self_attributes(node, out)
             continue  # their bodies bind locals
-        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        if isinstance(node, (ast.Lambda, *COMPREHENSIONS)):
             continue
         if isinstance(node, ast.Assign):
             for t in node.targets:

@@ -28,7 +28,7 @@ from ..kinds import (
     TENSOR,
     TENSOR_METADATA,
 )
-from ..nodes import block_of, node_text, parents_of, per_node, remember, terminal_name
+from ..nodes import LOOPS, block_of, node_text, parents_of, per_node, remember, terminal_name
 from ..registry import check
 from ._common import (
     call_chain,
@@ -1699,11 +1699,7 @@ def _body_nodes(loop: ast.AST, ctx: Context, guarded: bool = False) -> Iterator[
     """The loop's own nodes in source order, with whether a `no_grad`-like block guards them;
     nested statement loops (they are checked on their own) and function bodies are left out.
     Lazy: the search for the loop's first forward pass usually stops early."""
-    children = (
-        [*loop.body, *getattr(loop, "orelse", [])]
-        if isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
-        else []
-    )
+    children = [*loop.body, *getattr(loop, "orelse", [])] if isinstance(loop, LOOPS) else []
     todo = [(stmt, guarded) for stmt in reversed(children)]
     while todo:
         node, g = todo.pop()
@@ -1896,7 +1892,7 @@ def eval_without_no_grad(loop: LoopInfo | ast.Module, ctx: Context) -> None:
         _note_functions(ctx, loop)
         return
     node = loop.node
-    if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or ctx.in_forward:
+    if not isinstance(node, LOOPS) or ctx.in_forward:
         return
     if not _module_switches_to_eval(ctx):
         return

@@ -563,14 +563,6 @@ def _is_global_device(ctx: Context, arg: ast.AST) -> bool:
     return False
 
 
-def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    a = fn.args
-    names = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-    names |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
-    names.discard("self")
-    return names
-
-
 def _from_outside(ctx: Context, value: ast.AST, params: set[str]) -> bool:
     """The value is chosen by the caller (it reads a parameter) or follows the module's own
     tensors (`next(self.parameters()).device`, `x.device`)."""
@@ -588,7 +580,7 @@ def _self_attr_origin(ctx: Context, attr: str) -> str | None:
     None when the class does not say (an attribute of a base defined elsewhere)."""
     found = None
     for fn in ctx.class_methods():
-        params = _params(fn)
+        params = parameters(fn) - {"self"}
         if fn.name == attr and any((ctx.qualname(d) or "").endswith("property") for d in fn.decorator_list):
             returns = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value]
             return "caller" if any(_from_outside(ctx, r, params) for r in returns) else "module"
@@ -703,7 +695,7 @@ def _caller_cuda_flag(ctx: Context, call: ast.Call) -> bool:
     if not under_cuda_guard(ctx, call):
         return False
     fn = ctx.frame.node
-    params = _params(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+    params = parameters(fn) - {"self"} if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
     path = [*ctx.stack, call]
     for anc, child in zip(path, path[1:]):
         if isinstance(anc, (ast.If, ast.IfExp)):
@@ -1281,7 +1273,7 @@ def _method_input(ctx: Context, value: ast.AST) -> bool:
     fn = ctx.frame.node
     if not isinstance(node, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    params = _params(fn)
+    params = parameters(fn) - {"self"}
     if node.id in params and ctx.origin(node) is None and ctx.loop_source(node.id) is None:
         return True
     source = ctx.loop_source(node.id)

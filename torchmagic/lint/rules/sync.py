@@ -37,6 +37,7 @@ from ..kinds import (
     TENSOR_METADATA,
 )
 from ..nodes import (
+    COMPREHENSIONS,
     SCOPES,
     ancestors,
     block_of,
@@ -75,7 +76,6 @@ _NOT_TENSOR = frozenset(
 _SYNC_METHODS = frozenset({"item", "tolist", "cpu", "nonzero"})
 
 PERIODIC, ONCE = "periodic", "once"
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 def _loop_names(loop: ast.AST) -> set[str]:
@@ -85,7 +85,7 @@ def _loop_names(loop: ast.AST) -> set[str]:
 
 def _iterable(loop: ast.AST) -> ast.AST | None:
     """What a loop walks: a `for`'s iterable, or a comprehension's first one."""
-    return loop.generators[0].iter if isinstance(loop, _COMPREHENSIONS) else getattr(loop, "iter", None)
+    return loop.generators[0].iter if isinstance(loop, COMPREHENSIONS) else getattr(loop, "iter", None)
 
 
 def _unenumerated(it: ast.AST | None) -> ast.AST | None:
@@ -97,7 +97,7 @@ def _unenumerated(it: ast.AST | None) -> ast.AST | None:
 
 def _iteration_names(loop: ast.AST) -> set[str]:
     """The names a loop, or a comprehension, binds on each iteration."""
-    if isinstance(loop, _COMPREHENSIONS):
+    if isinstance(loop, COMPREHENSIONS):
         return {n.id for g in loop.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
     return _loop_names(loop)
 
@@ -1193,7 +1193,7 @@ def _reads_in(ctx: Context, node: ast.AST) -> list[ast.AST]:
         if isinstance(n, (ast.For, ast.AsyncFor)):
             todo.append(n.iter)
             continue
-        if isinstance(n, ast.Try) or isinstance(n, _COMPREHENSIONS):
+        if isinstance(n, ast.Try) or isinstance(n, COMPREHENSIONS):
             continue
         if isinstance(n, ast.BoolOp):
             todo.append(n.values[0])
@@ -1240,7 +1240,7 @@ def _before_in_iteration(ctx: Context, loop: ast.AST) -> list[ast.AST] | None:
     comprehension, an `else` of the loop, a read in a handler)."""
     path = list(ctx.stack)
     start = next((i for i, n in enumerate(path) if n is loop), None)
-    if start is None or isinstance(loop, _COMPREHENSIONS):
+    if start is None or isinstance(loop, COMPREHENSIONS):
         return None
     order: list[ast.AST] = []
 
@@ -1465,7 +1465,7 @@ def _loop_queues_nothing(ctx: Context, loop: ast.AST, value: ast.AST, call: ast.
     already exist and queues no GPU work of its own: the first read drains the queue and the
     others wait for nothing. Not a walk over one tensor's elements (`for y in preds`): one
     `.tolist()` would replace those copies."""
-    if isinstance(loop, _COMPREHENSIONS):
+    if isinstance(loop, COMPREHENSIONS):
         return _comprehension_queues_nothing(ctx, loop, value)
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return False
@@ -1811,7 +1811,7 @@ def _always_runs(ctx: Context, loop: ast.AST) -> bool:
     function, a handler, or the loop's `else`."""
     path = ctx.stack
     start = next((i for i, n in enumerate(path) if n is loop), None)
-    if start is None or isinstance(loop, _COMPREHENSIONS):
+    if start is None or isinstance(loop, COMPREHENSIONS):
         return False
     for k in range(start, len(path) - 1):
         anc, child = path[k], path[k + 1]
@@ -1828,7 +1828,7 @@ def _always_runs(ctx: Context, loop: ast.AST) -> bool:
             return False
         elif isinstance(anc, ast.BoolOp) and child is not anc.values[0]:
             return False
-        elif isinstance(anc, (ast.Lambda, *_COMPREHENSIONS)):
+        elif isinstance(anc, (ast.Lambda, *COMPREHENSIONS)):
             return False
     return True
 
@@ -2021,7 +2021,7 @@ def _runs_once_per_run(tree: ast.AST, func: ast.AST, depth: int) -> bool:
                 if up is func or not _runs_once_per_run(tree, up, depth + 1):
                     return False
                 break
-            if isinstance(up, (ast.For, ast.AsyncFor, ast.While, ast.Lambda, ast.ClassDef, *_COMPREHENSIONS)):
+            if isinstance(up, (ast.For, ast.AsyncFor, ast.While, ast.Lambda, ast.ClassDef, *COMPREHENSIONS)):
                 return False
     return True
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ...catalog import Rule
-from ...lint.nodes import SCOPES
+from ...lint.nodes import COMPREHENSIONS, LOOPS, SCOPES
 from ...lint.source import parse_cell
 from ...report import Finding, SyncRecord
 from ..registry import runtime_rule
@@ -35,7 +35,7 @@ _DEFAULT_HINT = (
     "tensor-valued `if`; move results to the host once."
 )
 _DISPLAYS = frozenset({"Tensor.__repr__", "Tensor.__format__"})
-_REPEATING = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_REPEATING = (*LOOPS, *COMPREHENSIONS, *SCOPES)
 
 
 def _repeating_lines(raw_cell: str) -> set[int] | None:
@@ -46,7 +46,7 @@ def _repeating_lines(raw_cell: str) -> set[int] | None:
         return None
     lines: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, _REPEATING + SCOPES):
+        if isinstance(node, _REPEATING):
             lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     return lines
 
