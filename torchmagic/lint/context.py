@@ -535,6 +535,8 @@ class Context:
         t = type(node)
         if t is ast.Name:
             found = self.lookup(node.id)  # type: ignore[attr-defined]
+            if found is None and _is_torch_dtype(self.resolve_import(node.id)):  # type: ignore[attr-defined]
+                return DTYPE  # `from torch import int32`
             if found in TENSOR_KINDS and self._narrowed_to_a_container(node):  # type: ignore[arg-type]
                 return None
             return found
@@ -605,15 +607,8 @@ class Context:
                 return PARAMETER
         if isinstance(value, ast.Name) and value.id == "self" and self.frame.cls is not None:
             return self.frame.cls.attrs.get(attr)
-        q = self.qualname(node)
-        if q is not None and q.startswith("torch.") and q.count(".") >= 1:
-            tail = q.rsplit(".", 1)[1]
-            if (
-                q.startswith("torch.float")
-                or q.startswith("torch.int")
-                or tail in ("bfloat16", "half", "bool", "long", "double")
-            ):
-                return DTYPE
+        if _is_torch_dtype(self.qualname(node)):
+            return DTYPE
         base = self.kind(value)
         if base in TENSOR_KINDS:
             if attr == "shape":
@@ -732,6 +727,20 @@ _GRAD_CONTEXTS = {
     "torch.autograd.grad_mode.no_grad": "no_grad",
     "torch.autograd.no_grad": "no_grad",
 }
+
+
+def _is_torch_dtype(qualname: str | None) -> bool:
+    """`torch.float16`, `torch.int32`, `torch.bfloat16`, `torch.long`."""
+    if qualname is None or not qualname.startswith("torch.") or qualname.count(".") != 1:
+        return False
+    tail = qualname[6:]
+    return tail.startswith(("float", "int", "uint", "complex")) or tail in (
+        "bfloat16",
+        "half",
+        "bool",
+        "long",
+        "double",
+    )
 
 
 def grad_context(ctx: Context, expr: ast.AST) -> str | None:

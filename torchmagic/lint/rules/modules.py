@@ -553,7 +553,7 @@ def _is_global_device(ctx: Context, arg: ast.AST) -> bool:
     if isinstance(arg, ast.Name):
         if any(arg.id in f.names for f in ctx.frames[1:]):
             return False  # a local or parameter, also of a function around a lambda (`map(lambda t: t.to(device), ...)`)
-        kind = ctx.lookup(arg.id)
+        kind = ctx.kind(arg)
         return kind not in TENSOR_KINDS and kind != DTYPE and kind != MODULE
     if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self":
         # `self.device` fixed at construction time from a literal is still the model choosing its
