@@ -127,6 +127,17 @@ TENSOR_METADATA = frozenset(
         "element_size",
     }
 )
+# `torch.nn` layers that hold no parameters: their output needs grad only where their input does
+PARAMETERLESS_LAYERS = frozenset(
+    {
+        *("Softmax", "LogSoftmax", "Softmin", "Softmax2d", "Sigmoid", "LogSigmoid", "Tanh", "Tanhshrink"),
+        *("ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Hardtanh"),
+        *("Hardsigmoid", "Hardswish", "Hardshrink", "Softshrink", "Softplus", "Softsign", "Threshold"),
+        *("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity", "Flatten"),
+        *("Unflatten", "Upsample", "PixelShuffle", "PixelUnshuffle", "CosineSimilarity", "PairwiseDistance"),
+        *(f"{kind}Pool{d}d" for kind in ("Max", "Avg", "AdaptiveMax", "AdaptiveAvg") for d in (1, 2, 3)),
+    }
+)
 # `torch.<name>(sizes or values)`: a new tensor built from nothing the call could follow (no
 # input tensor, so no device or graph of one); and the `*_like` ones, which take only the input's
 # shape, dtype and device (never its graph)

@@ -23,6 +23,7 @@ from ..kinds import (
     NONE,
     NUMBER,
     PARAMETER,
+    PARAMETERLESS_LAYERS,
     SHAPE,
     STRING,
     TENSOR,
@@ -1506,9 +1507,16 @@ _FRESH = NEW_TENSOR_FUNCS | {"from_numpy"}
 
 
 def _is_model_output(ctx: Context, node: ast.AST) -> bool:
-    """A module call (`model(x)`, `self.net(x)`), a loss, or a name assigned from one."""
+    """A module call (`model(x)`, `self.net(x)`), a loss, or a name assigned from one; through a
+    layer without parameters (`nn.Softmax(dim=-1)(logits)`), what that layer was given."""
     seen = 0
-    while isinstance(node, ast.Name) and seen < 4:
+    while seen < 6:
+        seen += 1
+        if isinstance(node, ast.Call) and node.args and _parameterless(ctx, node.func):
+            node = chain_root(node.args[0])
+            continue
+        if not isinstance(node, ast.Name):
+            break
         if "loss" in node.id.lower() and ctx.is_tensor(node):
             return True
         origin = ctx.origin(node)
@@ -1517,7 +1525,6 @@ def _is_model_output(ctx: Context, node: ast.AST) -> bool:
         node = (
             chain_root(origin) if not isinstance(origin, ast.Call) or _is_module_call(ctx, origin) else origin
         )
-        seen += 1
     return isinstance(node, ast.Call) and _is_module_call(ctx, node)
 
 
@@ -1529,9 +1536,14 @@ def _is_module_call(ctx: Context, call: ast.Call) -> bool:
 
 
 def _parameterless(ctx: Context, module: ast.AST) -> bool:
-    """`Swish()` of a class of this source that registers no parameter: its output needs grad
-    only where its input does, so it is not a model output."""
-    return bare_module_instance(ctx, ctx.origin(module) if isinstance(module, ast.Name) else module)
+    """`Swish()` of a class of this source that registers no parameter, or `nn.Softmax(dim=1)`:
+    its output needs grad only where its input does, so it is not a model output."""
+    built = ctx.origin(module) if isinstance(module, ast.Name) else module
+    if isinstance(built, ast.Call):
+        q = ctx.qualname(built.func) or ""
+        if q.startswith("torch.nn.") and q.rsplit(".", 1)[1] in PARAMETERLESS_LAYERS:
+            return True
+    return bare_module_instance(ctx, built)
 
 
 @check("TM405", calls={"numpy"})
