@@ -326,6 +326,9 @@ def _few_iterations_alone(ctx: Context, loop: ast.AST) -> bool:
         last = it.args[0] if len(it.args) == 1 else it.args[1]
         if _small_int(ctx, last):
             return True
+        count = _range_count(ctx, it, None)  # `range(1, len(sizes) + 1)` over a short list
+        if count is not None and count <= MAX_SHORT_LOOP:
+            return True
     if it is not None and _short_literal(ctx, it):
         return True
     if isinstance(it, ast.Call) and terminal_name(it.func) == "zip" and it.args:
@@ -427,6 +430,19 @@ def _short_literal(
         return False
     if isinstance(node, (ast.List, ast.Tuple)):
         return len(node.elts) <= MAX_SHORT_LOOP and not any(isinstance(e, ast.Starred) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return len(node.keys) <= MAX_SHORT_LOOP and None not in node.keys  # no `**other`
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("items", "keys", "values")
+        and not node.args
+    ):
+        # `for name, logit in logits.items()` with `logits = {"image": a, "text": b}`, never grown
+        base = node.func.value
+        if isinstance(base, ast.Name) and ctx.stack and _grown(ctx.stack[0], base.id):
+            return False
+        return isinstance(base, ast.Name) and _short_literal(ctx, base, depth + 1, scope, wrappers)
     if isinstance(node, ast.Name):
         found = _value(ctx, node, scope)
         return (
@@ -505,6 +521,8 @@ def _int_value(ctx: Context, node: ast.AST, scope: ast.AST | None, depth: int) -
             if isinstance(node.op, ast.Sub)
             else left * right
         )
+    if isinstance(node, ast.Call) and terminal_name(node.func) == "len" and len(node.args) == 1:
+        return _literal_length(ctx, node.args[0], scope)
     if not isinstance(node, ast.Name):
         return None
     func = scope if scope is not None else ctx.frame.node
@@ -514,6 +532,47 @@ def _int_value(ctx: Context, node: ast.AST, scope: ast.AST | None, depth: int) -
             return _int_value(ctx, default, None, depth + 1) if isinstance(default, ast.Constant) else None
     found = _value(ctx, node, scope)
     return _int_value(ctx, found[0], found[1], depth + 1) if found is not None and found[1] is scope else None
+
+
+_GROWS = frozenset({"append", "extend", "insert", "update", "setdefault"})
+
+
+def _literal_length(ctx: Context, node: ast.AST, scope: ast.AST | None) -> int | None:
+    """`len(sizes)` with `sizes = [5, 8, 11]` bound once and never grown (`sizes.append`,
+    `sizes += ...`, `sizes[i:j] = ...`): the number of values written out in the source."""
+    name = node.id if isinstance(node, ast.Name) else None
+    if name is not None:
+        found = _value(ctx, node, scope)  # type: ignore[arg-type]
+        if found is None or found[1] is not scope:
+            return None
+        node = found[0]
+    if not isinstance(node, (ast.List, ast.Tuple)) or any(isinstance(e, ast.Starred) for e in node.elts):
+        return None
+    if name is not None and ctx.stack and _grown(ctx.stack[0], name):
+        return None
+    return len(node.elts)
+
+
+@per_node
+def _grown_names(tree: ast.AST) -> frozenset[str]:
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _GROWS:
+            if isinstance(n.func.value, ast.Name):
+                out.add(n.func.value.id)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            out.add(n.target.id)
+        elif isinstance(n, ast.Assign):
+            out.update(
+                t.value.id
+                for t in n.targets
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+            )
+    return frozenset(out)
+
+
+def _grown(tree: ast.AST, name: str) -> bool:
+    return name in _grown_names(tree)
 
 
 def _self_attribute(ctx: Context, node: ast.Attribute) -> tuple[ast.AST, ast.AST] | None:
