@@ -23,7 +23,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS, NUMBER, TENSOR_METADATA
+from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_METADATA
 from .nodes import (
     assignments_by_name,
     constant_or_len,
@@ -351,7 +351,14 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             n = n.value
             continue
         if isinstance(n, ast.Compare):
-            n = n.left  # `contain > 0.9`; the right side is often a threshold or a 0-dim tensor
+            # `contain > 0.9`: the right side is often a threshold or a 0-dim tensor; but a
+            # whole tensor there (`ranking == torch.arange(n).view(-1, 1)`) shares the left's
+            # device, as in arithmetic
+            others = [c for c in n.comparators if _whole_tensor(ctx, c)]
+            if others:
+                places = {where(ctx, side, depth) for side in [n.left, *others]}
+                return ACCELERATOR if ACCELERATOR in places else CPU if CPU in places else None
+            n = n.left
             continue
         if isinstance(n, ast.BinOp):
             # both operands sit on one device (mixing raises), so either one tells; except a
@@ -420,6 +427,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 if earlier is None:
                     return _where_update(ctx, origin, n.id, depth)
                 origin = earlier
+            if origin is None and _left_on_host_by_its_loop(ctx, n.id):
+                return CPU  # `for x, y in loader:` moves `x` and never `y`
             if origin is None:
                 origin = ctx.loop_source(n.id)
             if origin is None and _unpacked_from_host_copies(ctx, n):
@@ -527,6 +536,40 @@ def _derived_from_batches(loop: ast.For | ast.AsyncFor, roots: set[str]) -> bool
                         derived.add(n.id)
                         changed = True
     return bool(roots) and roots <= derived
+
+
+def _left_on_host_by_its_loop(ctx: Context, name: str) -> bool:
+    """`for x, y in loader:` whose body moves `x` to the accelerator (`x[k].to(device)`) and
+    never `y`, nor hands `y` to a call that is given a device: the batches come out on the host
+    (else `x` would need no move), and `y` stays there."""
+    for info in ctx.loops:
+        loop = info.node
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not _over_a_batch_source(loop):
+            continue
+        targets = _batch_targets(loop)
+        if name not in targets:
+            continue
+        siblings_moved = False
+        for node in ast.walk(loop):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr in ("to", "cuda"):
+                roots = {r.id for r in ast.walk(f.value) if isinstance(r, ast.Name)}
+                if name in roots:
+                    return False
+                target = move_target(node)
+                if roots & targets and (
+                    f.attr == "cuda"
+                    or (target is not None and (_device_like(target) or is_accelerator_target(ctx, target)))
+                ):
+                    siblings_moved = True  # to a device, whichever (a dtype cast moves nothing)
+            elif any(isinstance(a, ast.Name) and a.id == name for a in node.args) and any(
+                _places(sub) for sub in ast.walk(node) if sub is not node
+            ):
+                return False  # `prepare(x, y, device)`: the helper may move it
+        return siblings_moved
+    return False
 
 
 def _batch_targets(loop: ast.For | ast.AsyncFor) -> set[str]:
@@ -1001,6 +1044,16 @@ def _cpu_built(ctx: Context, node: ast.AST, scope: ast.AST, depth: int) -> bool:
 
 
 _SCALAR_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
+
+
+def _whole_tensor(ctx: Context, node: ast.AST) -> bool:
+    """A tensor that is not 0-dim for all the code shows: built by a call, or a name bound to one
+    (not a loop variable, nor an element `t[i]`, which may be 0-dim and mix with any device)."""
+    if ctx.kind(node) not in (TENSOR, PARAMETER) or scalar_tensor(ctx, node):
+        return False
+    if isinstance(node, ast.Name):
+        node = ctx.origin(node)  # type: ignore[assignment]
+    return isinstance(node, ast.Call)
 
 
 def scalar_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
