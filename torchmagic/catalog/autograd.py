@@ -211,8 +211,9 @@ RULES = [
         fix="preds = model(x).detach().cpu().numpy()",
         not_flagged="""
             chains that contain `.detach()` or run under `no_grad`/`inference_mode`; the output of a module
-            whose class (of this source) registers no parameter, buffer or submodule (`Swish()(xs)`): it
-            needs grad only where its input does
+            whose class (of this source) registers no parameter, buffer or submodule (`Swish()(xs)`), or a
+            `torch.nn` layer without parameters (`nn.Softmax(dim=-1)(xs)`): it needs grad only where its
+            input does, so it is flagged only when that input is a model output
             """,
         autofix="""
             Safe. Inserts `.detach()` right before `.numpy()`: on a tensor without gradients it

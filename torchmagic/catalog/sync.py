@@ -58,14 +58,17 @@ RULES = [
             loop over lists the source builds itself, `for ref in kept:` with `kept = []` filled by
             `.append`: results kept in memory, not a pass over a loader);
             loops that run a handful of times, unless a step loop around them repeats them (16 tasks in
-            each of 10,000 meta-steps are still reported) (`range(4)`, a short list, a loop over a tensor's
+            each of 10,000 meta-steps are still reported) (`range(4)`, a short list or dict, also by index or
+            by its items, `range(1, len(sizes) + 1)`, `for k, v in outputs.items()`, unless the code grows
+            it, a loop over a tensor's
             dimensions, `for d in range(ndim)` with `ndim = len(x.shape)`, `range(x.dim())`, `enumerate(x.shape)`
             (not `range(x.shape[0])`, which counts rows), a loop that stops on a
             count (also a command-line option's small default: `if i == args.n_samples - 1: break`
             with `add_argument("--n_samples", type=int, default=8)`), a DataLoader over a handful of rows written out in the source: a
             `TensorDataset` or a Dataset class whose `__len__` counts a constructor argument
             such as `torch.tensor([[...], ...])`, also when a function of this source returns
-            the loader, `train_loader, _ = prepare_dataset()`); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
+            the loader, `train_loader, _ = prepare_dataset()`); a batch element its loop never moves while
+            it moves another (`for x, y in loader:` with only `x.to(device)`: `y` is on the host); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
             in the file, notebook or kernel; in a notebook, a cell's top-level code only counts the moves of that
             cell and the cells before it, which ran first, while code in its functions counts every cell's, since a
             later cell may call them; a device named on the command line, `torch.device(args.device)`, is a path; a
