@@ -440,7 +440,7 @@ def _short_literal(
     ):
         # `for name, logit in logits.items()` with `logits = {"image": a, "text": b}`, never grown
         base = node.func.value
-        if isinstance(base, ast.Name) and ctx.stack and _grown(ctx.stack[0], base.id):
+        if isinstance(base, ast.Name) and ctx.stack and base.id in _grown_names(ctx.stack[0]):
             return False
         return isinstance(base, ast.Name) and _short_literal(ctx, base, depth + 1, scope, wrappers)
     if isinstance(node, ast.Name):
@@ -548,7 +548,7 @@ def _literal_length(ctx: Context, node: ast.AST, scope: ast.AST | None) -> int |
         node = found[0]
     if not isinstance(node, (ast.List, ast.Tuple)) or any(isinstance(e, ast.Starred) for e in node.elts):
         return None
-    if name is not None and ctx.stack and _grown(ctx.stack[0], name):
+    if name is not None and ctx.stack and name in _grown_names(ctx.stack[0]):
         return None
     return len(node.elts)
 
@@ -569,10 +569,6 @@ def _grown_names(tree: ast.AST) -> frozenset[str]:
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
             )
     return frozenset(out)
-
-
-def _grown(tree: ast.AST, name: str) -> bool:
-    return name in _grown_names(tree)
 
 
 def _self_attribute(ctx: Context, node: ast.Attribute) -> tuple[ast.AST, ast.AST] | None:
