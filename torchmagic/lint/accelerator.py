@@ -356,15 +356,15 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             # device, as in arithmetic
             others = [c for c in n.comparators if _whole_tensor(ctx, c)]
             if others:
-                places = {where(ctx, side, depth) for side in [n.left, *others]}
-                return ACCELERATOR if ACCELERATOR in places else CPU if CPU in places else None
+                return _shared_place(ctx, [n.left, *others], depth)
             n = n.left
             continue
         if isinstance(n, ast.BinOp):
             # both operands sit on one device (mixing raises), so either one tells; except a
             # 0-dim CPU tensor (`torch.tensor(0.5)`), which mixes with tensors of any device
-            places = {where(ctx, side, depth) for side in (n.left, n.right) if not scalar_tensor(ctx, side)}
-            return ACCELERATOR if ACCELERATOR in places else CPU if CPU in places else None
+            return _shared_place(
+                ctx, [side for side in (n.left, n.right) if not scalar_tensor(ctx, side)], depth
+            )
         if isinstance(n, ast.IfExp):
             places = {where(ctx, side, depth + 1) for side in (n.body, n.orelse)}
             return ACCELERATOR if ACCELERATOR in places else CPU if places == {CPU} else None
@@ -443,6 +443,13 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             continue
         return None
     return None
+
+
+def _shared_place(ctx: Context, operands: list[ast.AST], depth: int) -> str | None:
+    """Where tensors that one operation mixes are: on one device (mixing raises), so any operand
+    whose place is known tells."""
+    places = {where(ctx, side, depth) for side in operands}
+    return ACCELERATOR if ACCELERATOR in places else CPU if CPU in places else None
 
 
 def _host_copy_through_updates(ctx: Context, name: ast.Name) -> bool:
