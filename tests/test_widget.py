@@ -258,7 +258,7 @@ def test_a_cell_with_nothing_to_show_builds_no_widget(shell) -> None:
 def fixable_report() -> Report:
     from torchmagic.pipeline import CellCheck
 
-    code = "%%torchcheck\nimport torch\nimport torch.nn as nn\nw = nn.Linear(2, 2).weight\nnn.init.normal(w)\nwith torch.no_grad():\n    y = nn.Linear(2, 2)(w)\n"
+    code = "%%torchcheck\nimport torch\nimport torch.nn as nn\nw = nn.Linear(2, 2).weight\nnn.init.normal(w)\nfor _ in range(3):\n    with torch.no_grad():\n        y = nn.Linear(2, 2)(w)\n"
     check = CellCheck()
     ns: dict = {}
     check.begin(ns, code, cell_id="cell-7")

@@ -74,7 +74,12 @@ RULES = [
             or of an earlier notebook cell that changes its argument in place, `normalize(y[0])`), which
             inference tensors refuse outside `inference_mode`; a block that also enters a context manager
             handed a model (`with calibration_mode(model):`, in the same `with` or nested), which may write
-            the model's parameters or statistics on exit
+            the model's parameters or statistics on exit; a block that runs once, at the top level of a
+            script or cell with no loop or comprehension inside it (`with torch.no_grad(): logits =
+            model(sample)`): the time saved cannot be measured, and the result may later be changed in
+            place or fed to autograd; a block in a method of a class that defines `forward`, whatever its
+            base (`class Sampler(Reconstructor)` with the base from a sibling module): module internals,
+            like TM104's, where a model the caller supplies may turn grad back on inside
             """,
         autofix="""
             Unsafe. Replaces `torch.no_grad()` with `torch.inference_mode()`. Unsafe because a

@@ -29,7 +29,7 @@ from ..kinds import (
     TENSOR,
     TENSOR_METADATA,
 )
-from ..nodes import LOOPS, block_of, node_text, parents_of, per_node, remember, terminal_name
+from ..nodes import COMPREHENSIONS, LOOPS, block_of, node_text, parents_of, per_node, remember, terminal_name
 from ..registry import check
 from ._common import (
     call_chain,
@@ -248,8 +248,10 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
         _note_in_place_functions(ctx, node)
         return
     item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
-    if item is None or ctx.in_module_method:
+    if item is None or ctx.in_module_method or _in_a_class_with_a_forward(ctx):
         return
+    if _runs_once(ctx, node):
+        return  # one forward at the top of a script or cell: nothing a user could measure
     if libraries.imports_rpc(ctx):
         return  # the forward may run remotely: the local grad mode does not govern it
     if libraries.caches_predictions(ctx):
@@ -278,6 +280,24 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
         "Use `with torch.inference_mode():` (keep `no_grad` where the results feed a later backward).",
         fix=_inference_mode_fix(item.context_expr, ctx),
     )
+
+
+def _in_a_class_with_a_forward(ctx: Context) -> bool:
+    """A method of a class that defines `forward`, whatever its base: one imported from a sibling
+    module (`class Sampler(Reconstructor)`) is a module too, and its blocks are internals."""
+    cls = ctx.frame.cls
+    return cls is not None and any(
+        isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "forward"
+        for stmt in cls.node.body
+    )
+
+
+def _runs_once(ctx: Context, node: ast.With) -> bool:
+    """The block is at the top level of a script or cell, outside any loop, and repeats nothing
+    inside: it runs once, where `inference_mode` saves microseconds."""
+    if ctx.loops or ctx.frame.node is not None:
+        return False
+    return not any(isinstance(n, LOOPS + COMPREHENSIONS) for stmt in node.body for n in ast.walk(stmt))
 
 
 _DUMMIES = frozenset({"rand", "randn", "zeros", "ones", "empty", "full", "randint"})
