@@ -258,8 +258,11 @@ RULES = [
             `for _ in range(max_len):` with `if (out == eos).any(-1).all(): break` (an early stop in a training
             loop is still flagged);
             a test in no loop of a function on a boolean mask that the function then indexes with
-            (`if keep.sum() == 0: return []` before `boxes[keep]`): mask indexing waits for the
-            GPU anyway, so the test adds no wait worth removing (in a loop it is still reported)
+            (`if keep.sum() == 0: return []` before `boxes[keep]`; the mask may also be a parameter named
+            as one, `kpt_mask`, or built with `~`, `&`, `|` or `.any(dim=...)`), or on values it then
+            selects by a mask or counts (`if torch.any(s < 0):` then `torch.where(s < 0)`, `.nonzero()`):
+            mask indexing waits for the GPU anyway, so the test adds no wait worth removing (in a loop it
+            is still reported)
             """,
     ),
     Rule(

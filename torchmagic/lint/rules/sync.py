@@ -2317,31 +2317,67 @@ _MASK_CALLS = frozenset(
 )
 
 
-def _is_mask(ctx: Context, name: ast.Name) -> bool:
-    """A name bound to a comparison (`keep = scores > thresh`, `pos = torch.ge(iou, 0.5)`)."""
+def _is_mask(ctx: Context, name: ast.Name, depth: int = 0) -> bool:
+    """A name bound to a comparison (`keep = scores > thresh`, `pos = torch.ge(iou, 0.5)`), to
+    `~`/`&`/`|` of masks or to `.any(dim=...)`, or a parameter named as a mask (`kpt_mask`)."""
     origin = ctx.origin(name)
-    if isinstance(origin, ast.Compare):
+    if origin is None:
+        fn = ctx.frame.node
+        return fn is not None and "mask" in name.id.lower() and name.id in parameters(fn)
+    return depth < 4 and _is_mask_expr(ctx, origin, depth + 1)
+
+
+def _is_mask_expr(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+    if isinstance(node, ast.Compare):
         return True
-    return isinstance(origin, ast.Call) and terminal_name(origin.func) in _MASK_CALLS
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.Not)):
+        return _is_mask_expr(ctx, node.operand, depth)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        return _is_mask_expr(ctx, node.left, depth) or _is_mask_expr(ctx, node.right, depth)
+    if isinstance(node, ast.Call):
+        return terminal_name(node.func) in _MASK_CALLS | {"any", "all"}
+    return isinstance(node, ast.Name) and _is_mask(ctx, node, depth)
+
+
+_COUNTING_CALLS = frozenset({"nonzero", "argwhere", "masked_select"})
 
 
 def _guards_masked_indexing(ctx: Context, node: ast.AST) -> bool:
     """A test, once per call (in no loop), on a boolean mask that the function then indexes
-    with (`if keep.sum() == 0: return []` ... `boxes[keep]`): indexing by a mask waits for the
-    GPU to count what it selects anyway, so the test adds no wait of its own worth removing.
-    In a loop the test is one more wait per iteration, and it is reported."""
+    with (`if keep.sum() == 0: return []` ... `boxes[keep]`, `if not kpt_mask.any()` with the
+    mask a parameter, `if torch.any(s < 0):` then `torch.where(s < 0)`): indexing by a mask waits
+    for the GPU to count what it selects anyway, so the test adds no wait of its own worth
+    removing. In a loop the test is one more wait per iteration, and it is reported."""
     func = ctx.frame.node
     if isinstance(node, ast.While) or ctx.in_loop or func is None:
         return False
     test = node.test  # type: ignore[attr-defined]
     masks = {n.id for n in ast.walk(test) if isinstance(n, ast.Name) and _is_mask(ctx, n)}
-    if not masks:
+    compared = {
+        n.id
+        for c in ast.walk(test)
+        if isinstance(c, ast.Compare)
+        for n in ast.walk(c)
+        if isinstance(n, ast.Name)
+    }
+    if not masks and not compared:
         return False
-    return any(
-        isinstance(n, ast.Subscript)
-        and any(isinstance(m, ast.Name) and m.id in masks for m in ast.walk(n.slice))
-        for n in own_nodes(func)
-    )
+
+    def names(expr: ast.AST) -> set[str]:
+        return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+
+    for n in own_nodes(func):
+        if isinstance(n, ast.Subscript):
+            used = names(n.slice)
+            if used & masks or (used & compared and _is_mask_expr(ctx, n.slice)):
+                return True
+        elif isinstance(n, ast.Call):
+            name = terminal_name(n.func)
+            one_arg_where = name == "where" and len(n.args) == 1 and not n.keywords
+            if one_arg_where or name in _COUNTING_CALLS:
+                if names(n) & (masks | compared):
+                    return True
+    return False
 
 
 def _registered_as_hook(ctx: Context) -> bool:
