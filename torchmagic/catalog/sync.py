@@ -262,7 +262,12 @@ RULES = [
             as one, `kpt_mask`, or built with `~`, `&`, `|` or `.any(dim=...)`), or on values it then
             selects by a mask or counts (`if torch.any(s < 0):` then `torch.where(s < 0)`, `.nonzero()`):
             mask indexing waits for the GPU anyway, so the test adds no wait worth removing (in a loop it
-            is still reported)
+            is still reported); a test in no loop of a function that, as far as the file or cell shows, does not run per step:
+            not a module's `forward` or a method it calls, not a hook or a closure, not named for a step
+            (`*step*`, `*batch*`, `*loss*`, `*backward*`, `clip*`), and not called (by name or as a
+            `self.` method) inside a loop or from such a function (`update_state` once per optimisation
+            round, `_setup_train`, `compute()` once per evaluation): it waits once per call, beside work
+            that takes far longer
             """,
     ),
     Rule(

@@ -38,6 +38,7 @@ from ..kinds import (
 )
 from ..nodes import (
     COMPREHENSIONS,
+    LOOPS,
     SCOPES,
     ancestors,
     block_of,
@@ -2380,6 +2381,61 @@ def _guards_masked_indexing(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
+_PER_STEP_WORDS = ("step", "backward", "batch", "clip", "loss", "forward", "__call__", "hook", "closure")
+
+
+def _runs_per_step(ctx: Context) -> bool:
+    """Whether the function holding a condition (outside any loop of its own) shows that it runs
+    again and again: a module's `forward` or a method it calls, a hook, a closure, a function named for
+    a step (`training_step`, `clip_gradients`, `compute_loss`, `after_backward`), or one this
+    source calls inside a loop, directly or from such a function. A function called once per
+    fit, epoch or set-up (`update_state`, `save_model`, `prune_node`) waits once per call."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return True
+    cls = ctx.frame.cls
+    if ctx.in_forward or (ctx.in_module_method and cls is not None and fn.name in cls.forward_helpers):
+        return True
+    if any(up is not fn and isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)) for up in ctx.stack):
+        return True  # a function defined inside another: a closure, a callback handed on
+    return _registered_as_hook(ctx) or fn.name in _hot_functions(ctx.stack[0])
+
+
+@per_node
+def _hot_functions(tree: ast.AST) -> frozenset[str]:
+    """Names of the functions of `tree` that run per step: named for one, or called (by name, or
+    as a method of `self`) inside a loop or comprehension, or from a function that runs per step."""
+    parents = parents_of(tree)
+    defined = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    hot = {name for name in defined if any(w in name.lower() for w in _PER_STEP_WORDS)}
+    callers: dict[str, set[str]] = {}
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        own = isinstance(f, ast.Name) or (
+            isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls")
+        )
+        name = terminal_name(f)
+        if not own or name not in defined:
+            continue  # `model.train()` is not a call of this source's `train`
+        for up in ancestors(parents, n):
+            if isinstance(up, (*LOOPS, *COMPREHENSIONS)):
+                hot.add(name)
+                break
+            if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                callers.setdefault(name, set()).add(up.name)
+                break
+    changed = True
+    while changed:
+        changed = False
+        for name, by in callers.items():
+            if name not in hot and by & hot:
+                hot.add(name)
+                changed = True
+    return frozenset(hot)
+
+
 def _registered_as_hook(ctx: Context) -> bool:
     """The enclosing function is handed to `*.register_hook(...)` (or another `register_*hook`):
     it runs on every backward or forward pass, a hot path whatever it does."""
@@ -2511,6 +2567,8 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         return  # `assert not torch.any(indices == -1), "..."`: a precondition on what the caller passed
     if _guards_masked_indexing(ctx, node):
         return  # `if keep.sum() == 0: return []` before `boxes[keep]`, which waits anyway
+    if not isinstance(node, ast.While) and not ctx.in_loop and not _runs_per_step(ctx):
+        return  # once per call of a function run once per fit, epoch or set-up, as far as this source shows
     if isinstance(node, ast.If) and _answers_the_host(ctx, node) and not _registered_as_hook(ctx):
         return  # `if not torch.isfinite(w).all(): raise ValueError(...)`: only the host can raise
     if _once_per_process(ctx):
