@@ -181,7 +181,10 @@ RULES = [
             handed only tensors copied to the CPU (`loss, eer = model.loss(embeds.to(loss_device))`
             with `loss_device = torch.device("cpu")`); reads in a `while` loop that stops on a
             value it computes (greedy or beam decoding until the end token, `if token == eos:
-            break`): how many steps run depends on the data, so each step's read is the algorithm; the same
+            break`): how many steps run depends on the data, so each step's read is the algorithm; likewise
+            a read in a `for` over `range(max_len)` that trains nothing when the value read, or what the
+            loop derives from it (a sampled index, its character, the text so far), is tested by an `if`
+            that leaves the loop (`pred = y.argmax().item()` then `if pred == eos: break`); the same
             read in the `else` of an `if`/`else` whose first branch was reported (one of them runs
             per iteration); `.numpy()` on
             its own (a CPU tensor waits for nothing, a GPU tensor raises; the wait in

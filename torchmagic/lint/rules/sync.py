@@ -1771,7 +1771,7 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
         return  # `key = int(stratum.item())` per `torch.unique` group: its size was waited for already
     if value is not None and _joins_collected_results(ctx, loop, value):
         return  # `[torch.cat(x).cpu() for x in zip(*stats)]`: the one read after the batch loop
-    if _decoding_loop(ctx):
+    if _decoding_loop(ctx) or _read_decides_the_stop(ctx, loop):
         return  # one read per decoded token or search step is part of the algorithm
     if guard_kind(ctx, call) is not None:
         # `if i == 0:` runs once; `if step % N == 0:` is the advice itself, already followed
@@ -2232,6 +2232,50 @@ def _may_leave(body: list[ast.stmt]) -> bool:
         return True
     last = body[-1] if body else None
     return isinstance(last, ast.If) and (_may_leave(last.body) or _may_leave(last.orelse))
+
+
+def _read_decides_the_stop(ctx: Context, loop: ast.AST) -> bool:
+    """In a search or decoding loop (a `for` over `range` that trains nothing), the value read
+    here, or what the loop derives from it (a token, its string, the list of them), is tested by
+    an `if` that leaves the loop (`pred = y.argmax().item()` then `if pred == eos: break`): the
+    next iteration cannot be decided without it on the host."""
+    if not _stop_test_of_a_search(ctx):
+        return False
+    stmt = next((up for up in reversed(ctx.stack) if isinstance(up, ast.stmt)), None)
+    if not isinstance(stmt, ast.Assign):
+        return False
+    derived = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    body = [n for n in ast.walk(loop) if isinstance(n, ast.stmt)]
+    for _ in range(4):
+        grown = set(derived)
+        for n in body:
+            used = (
+                isinstance(n, (ast.Assign, ast.AugAssign, ast.Expr))
+                and {m.id for m in ast.walk(n.value) if isinstance(m, ast.Name)} & derived
+            )
+            if not used:
+                continue
+            if isinstance(n, ast.Assign):
+                grown |= {m.id for t in n.targets for m in ast.walk(t) if isinstance(m, ast.Name)}
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                grown.add(n.target.id)
+            elif (
+                isinstance(n, ast.Expr)
+                and isinstance(n.value, ast.Call)
+                and isinstance(n.value.func, ast.Attribute)
+                and n.value.func.attr in ("append", "extend")
+                and isinstance(n.value.func.value, ast.Name)
+            ):
+                grown.add(n.value.func.value.id)
+        if grown == derived:
+            break
+        derived = grown
+    return any(
+        isinstance(n, ast.If)
+        and _may_leave(n.body)
+        and {m.id for m in ast.walk(n.test) if isinstance(m, ast.Name)} & derived
+        for n in body
+    )
 
 
 def _stop_test_of_a_search(ctx: Context) -> bool:
