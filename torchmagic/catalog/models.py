@@ -93,6 +93,8 @@ RULES = [
         not_flagged="""
             `.to(x.device)`, `.to(x.dtype)`, `.to(self.weight.device)`, `.to(other)` where the argument derives from a tensor;
             casts to a dtype, also one imported from torch (`from torch import int32`, `.to(int32)`);
+            moves inside the module's own `cpu()`, `cuda()`, `to()` or `_apply()` (a module that keeps parts
+            unregistered, a dict of transforms, and moves them when the caller calls these methods);
             moves to a device the caller chose: `x.to(self.device)` / `.cuda(self.gpu_id)` where the attribute is set from a
             constructor argument or read off the module's own tensors (pipeline shards, a `device` property), `.to(device)` with
             `device` a parameter or a local (also read in a lambda of the method: `map(lambda t: t.to(device), embeds)`); modules in code that uses `torch.distributed.rpc` (`RRef`, `to_here`, `rpc_sync`), which must

@@ -1286,10 +1286,15 @@ def _method_input(ctx: Context, value: ast.AST) -> bool:
     return isinstance(source, ast.Name) and source.id in params and ctx.origin(source) is None
 
 
+_MOVING_METHODS = frozenset({"cpu", "cuda", "to", "_apply", "xpu", "mps", "to_device", "move_to"})
+
+
 @check("TM102", calls={"cuda", "cpu", "to"})
 def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
         return
+    if ctx.method in _MOVING_METHODS:
+        return  # the module's own `def cuda(self)`: moving its parts is what the caller asked for
     if _uses_rpc(ctx):
         return  # RPC ships CPU tensors and places each remote shard itself
     if _caller_cuda_flag(ctx, call) or _model_parallel(ctx):
