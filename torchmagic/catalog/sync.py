@@ -184,7 +184,8 @@ RULES = [
             break`): how many steps run depends on the data, so each step's read is the algorithm; likewise
             a read in a `for` over `range(max_len)` that trains nothing when the value read, or what the
             loop derives from it (a sampled index, its character, the text so far), is tested by an `if`
-            that leaves the loop (`pred = y.argmax().item()` then `if pred == eos: break`); the same
+            that leaves the loop by matching it (`pred = y.argmax().item()` then `if pred == eos: break`,
+            `text.endswith(suffix)`; a tolerance test is a convergence check, reported as info); the same
             read in the `else` of an `if`/`else` whose first branch was reported (one of them runs
             per iteration); `.numpy()` on
             its own (a CPU tensor waits for nothing, a GPU tensor raises; the wait in

@@ -2270,12 +2270,20 @@ def _read_decides_the_stop(ctx: Context, loop: ast.AST) -> bool:
         if grown == derived:
             break
         derived = grown
-    return any(
-        isinstance(n, ast.If)
-        and _may_leave(n.body)
-        and {m.id for m in ast.walk(n.test) if isinstance(m, ast.Name)} & derived
-        for n in body
-    )
+    return any(isinstance(n, ast.If) and _may_leave(n.body) and _tests_a_token(n.test, derived) for n in body)
+
+
+def _tests_a_token(test: ast.AST, derived: set[str]) -> bool:
+    """The test matches what was read (`pred == eos`, `text.endswith(suffix)`), as a decoder's
+    stop does; a tolerance (`abs(prev - cur) < tol`) is a convergence check, which may read
+    every N steps instead (TM301 reports it as info)."""
+    for n in ast.walk(test):
+        touches = {m.id for m in ast.walk(n) if isinstance(m, ast.Name)} & derived
+        if isinstance(n, ast.Compare) and touches:
+            return all(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in n.ops)
+        if isinstance(n, ast.Call) and terminal_name(n.func) in ("endswith", "startswith") and touches:
+            return True
+    return False
 
 
 def _stop_test_of_a_search(ctx: Context) -> bool:
