@@ -44,6 +44,8 @@ RULES = [
             episode, as logging every N steps) or run on one iteration (`if i == 0:`, `len(shown) < 5`, a block that
             ends with `break` or `return` and cannot `continue` first, or with a `raise` no `try` in the loop catches,
             `except IndexError: print(h.sum().item()); raise`: once per pass, as after the loop);
+            reads under a switch the user turns on to watch every step (`if debug:`, `if self.verbose:`,
+            `if args.verbose > 1:`): when it is on, the wait is what was asked for;
             a loop over lists of per-batch results gathered earlier that reads each joined column once
             (`[torch.cat(x, 0).cpu() for x in zip(*stats)]`: the read once after the batch loop);
             reads after the inner batch loop (once per epoch) and in an epoch loop's own body (also a loop that

@@ -61,6 +61,7 @@ from ._common import (
     declared_options,
     format_template,
     move_target,
+    name_like,
     over_unique_groups,
     root_name,
     unparse,
@@ -76,7 +77,7 @@ _NOT_TENSOR = frozenset(
 # the wait in `x.cpu().numpy()` is the `.cpu()`
 _SYNC_METHODS = frozenset({"item", "tolist", "cpu", "nonzero"})
 
-PERIODIC, ONCE = "periodic", "once"
+PERIODIC, ONCE, ON_REQUEST = "periodic", "once", "on request"
 
 
 def _loop_names(loop: ast.AST) -> set[str]:
@@ -140,6 +141,14 @@ def _sampled(test: ast.AST, loop_names: set[str]) -> bool:
         and isinstance(test.left, ast.Name)
         and test.left.id in loop_names
     )
+
+
+def _debug_switch(test: ast.AST) -> bool:
+    """`if debug:`, `if self.verbose:`, `if args.verbose > 1:`: a switch the user turns on to see
+    every step, who then asked for the wait."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant):
+        test = test.left
+    return isinstance(test, (ast.Name, ast.Attribute)) and name_like(test, "debug", "verbose")
 
 
 def _resets_counter(node: ast.If) -> bool:
@@ -234,7 +243,7 @@ def _named_test(ctx: Context, test: ast.AST, loop: ast.AST | None) -> ast.AST:
 def guard_kind(ctx: Context, node: ast.AST) -> str | None:
     """How often `node` runs in its innermost loop: on one iteration only (`if i == 0:`),
     every N steps (`if step % N == 0:`, a counter the block resets, or `if step % N: continue`
-    before it), or on every iteration (None)."""
+    before it), when the user asks (`if debug:`), or on every iteration (None)."""
     depth = len(ctx.loops) - 1
     loop = ctx.loops[depth].node if ctx.loops else None
     names = _loop_names(loop) if loop is not None else set()
@@ -267,6 +276,8 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             return PERIODIC  # once per episode of an environment, as logging every N steps
         if isinstance(parent, ast.If) and _resets_counter(parent):
             return PERIODIC
+        if _debug_switch(parent.test):
+            return ON_REQUEST
     for stmt in getattr(loop, "body", None) or []:
         if any(stmt is s for s in stack):
             break
