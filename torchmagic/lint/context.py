@@ -230,6 +230,11 @@ class Context:
         return bool(self.frame.loops)
 
     @property
+    def at_top_level(self) -> bool:
+        """At the top level of the script or cell, in no loop and no function: code that runs once."""
+        return self.frame.node is None and not self.frame.loops
+
+    @property
     def cls(self) -> ClassInfo | None:
         return self.frame.cls
 

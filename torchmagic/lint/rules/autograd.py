@@ -295,9 +295,9 @@ def _in_a_class_with_a_forward(ctx: Context) -> bool:
 def _runs_once(ctx: Context, node: ast.With) -> bool:
     """The block is at the top level of a script or cell, outside any loop, and repeats nothing
     inside: it runs once, where `inference_mode` saves microseconds."""
-    if ctx.loops or ctx.frame.node is not None:
-        return False
-    return not any(isinstance(n, LOOPS + COMPREHENSIONS) for stmt in node.body for n in ast.walk(stmt))
+    return ctx.at_top_level and not any(
+        isinstance(n, LOOPS + COMPREHENSIONS) for stmt in node.body for n in ast.walk(stmt)
+    )
 
 
 _DUMMIES = frozenset({"rand", "randn", "zeros", "ones", "empty", "full", "randint"})

@@ -2360,7 +2360,7 @@ def _runs_once(ctx: Context, node: ast.AST) -> bool:
     """A condition at the top level of a script or cell, in no loop and no function (which
     may be called again and again): it waits once per run, to decide on a result the host
     needs; a `while` tests again on each of its own iterations."""
-    return not isinstance(node, ast.While) and not ctx.in_loop and ctx.frame.node is None
+    return not isinstance(node, ast.While) and ctx.at_top_level
 
 
 _MASK_CALLS = frozenset(
