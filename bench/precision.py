@@ -23,6 +23,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -111,6 +112,11 @@ def match(found: list[dict[str, Any]], labels: dict[Key, dict[str, Any]]) -> lis
     return pairs
 
 
+def _lines_named(message: str) -> set[int]:
+    """The lines a finding that covers several places names: `(lines 243, 265)`."""
+    return {int(n) for m in re.finditer(r"\(lines? ([\d, ]+)\)", message) for n in m.group(1).split(", ")}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", default=os.environ.get("TORCHMAGIC_CORPUS", "/work/corpus"))
@@ -144,7 +150,9 @@ def main() -> int:
             continue
         # one statement, one finding: a right finding on a later line of the same statement is
         # now a note of the finding at the statement's first line
-        if any((key[0], key[1], key[2] - d) in reported for d in range(1, 16)):
+        if any((key[0], key[1], key[2] - d) in reported for d in range(1, 16)) or any(
+            key[2] in _lines_named(f["message"]) for f, _ in pairs if (f["file"], f["rule"]) == key[:2]
+        ):
             merged.append(lab)
         else:
             lost.append(lab)
@@ -170,7 +178,10 @@ def main() -> int:
         f" {total['unlabelled']:>5} {total['right'] / max(labelled, 1):>6.2f} {len(lost):>10}"
     )
     if merged:
-        print(f"\n{len(merged)} right findings are now notes of the finding on their statement's first line")
+        print(
+            f"\n{len(merged)} right findings are now part of another finding (on their statement's first"
+            " line, or naming their line)"
+        )
     if lost:
         print("\nright findings no longer reported:")
         for lab in sorted(lost, key=lambda x: (x["rule"], x["file"], x["line"])):

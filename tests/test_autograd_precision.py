@@ -120,14 +120,15 @@ rows = out.data[0]
     assert "detach" in second.hint  # a batch row is a read, not a scalar
 
 
-def test_TM403_gradient_writes_need_no_no_grad() -> None:
+def test_TM403_is_silent_on_gradients_and_flags_the_parameter_write_beside_them() -> None:
     code = """
 for group in optimizer.param_groups:
     for p in group["params"]:
         p.grad.data.clamp_(-1, 1)
+        p.data.add_(p.grad, alpha=-0.1)
 """
     (f,) = findings(code, "TM403")
-    assert f.hint.startswith("Write to the gradient itself: `p.grad.clamp_(-1, 1)`")
+    assert f.line == 5 and "with torch.no_grad(): p.add_(p.grad, alpha=-0.1)" in f.hint
 
 
 def test_TM408_reports_the_loop_once_and_points_to_no_grad() -> None:

@@ -66,7 +66,7 @@ def test_live_reads_name_the_tensor_with_a_graph() -> None:
     assert "`other.data` and `pred.data`" in g.message
 
 
-def test_a_write_already_under_no_grad_is_told_to_write_the_tensor_itself() -> None:
+def test_a_write_already_under_no_grad_is_not_reported_and_one_outside_is() -> None:
     code = (
         "import torch\n"
         "params = [torch.randn(3, requires_grad=True)]\n"
@@ -77,32 +77,22 @@ def test_a_write_already_under_no_grad_is_told_to_write_the_tensor_itself() -> N
         "for p in params:\n"
         "    p.data.mul_(0.5)\n"
     )
-    inside, outside = check_source(code, select=["TM403"])
-    assert inside.line == 6 and "already runs under `no_grad`" in inside.hint, inside.hint
-    assert "`p += ...`" in inside.hint and "with torch.no_grad()" not in inside.hint
+    (outside,) = check_source(code, select=["TM403"])
     assert outside.line == 8 and "with torch.no_grad(): p.mul_(0.5)" in outside.hint, outside.hint
 
 
-def test_a_gradient_write_keeps_its_arguments_out_of_the_graph() -> None:
-    # Reptile's meta-update: `p.grad.data.add_(-1.0, l.data)` with `l` a learner weight that
-    # requires grad. The hint writes to the gradient directly and detaches the argument: the
-    # same numbers, and no graph recorded on `p.grad` (dropping `.data` from `l` would).
+def test_a_write_into_a_gradient_is_not_reported() -> None:
+    # Reptile's meta-update: `p.grad.data.add_(l.data, alpha=-1.0)` with `l` a learner weight that
+    # requires grad. The gradient is in no graph, and `.data` on `l` keeps `l`'s graph out of
+    # it: nothing is bypassed, so nothing is reported.
     code = (
         "import torch.nn as nn\n"
         "model, learner = nn.Linear(3, 2), nn.Linear(3, 2)\n"
         "for p, l in zip(model.parameters(), learner.parameters()):\n"
         "    p.grad.data.add_(l.data, alpha=-1.0)\n"
+        "    p.grad.data.mul_(0.5).add_(p.data)\n"
     )
-    (f,) = tm403(code)
-    assert "`p.grad.add_(l.detach(), alpha=-1.0)`" in f.hint
-    model, learner = nn.Linear(3, 2), nn.Linear(3, 2)
-    expected = []
-    for p, w in zip(model.parameters(), learner.parameters()):
-        p.grad = torch.ones_like(p)
-        expected.append((p.grad - w.detach()).clone())
-        p.grad.add_(w.detach(), alpha=-1.0)  # the statement of the hint
-        assert p.grad.grad_fn is None
-    assert all(torch.equal(p.grad, e) for p, e in zip(model.parameters(), expected))
+    assert tm403(code) == []
 
 
 def test_a_write_into_an_activation_is_not_told_to_write_under_no_grad() -> None:
@@ -156,12 +146,15 @@ def test_writes_through_a_row_and_through_a_writing_helper_get_the_write_fix() -
         "        self.affine.data[j][i] = params\n\n"
         "    def swap(self, a, b):\n"
         "        with torch.no_grad():\n"
-        "            swap_rows_(self.affine.data, a, b)\n"
+        "            swap_rows_(self.affine.data, a, b)\n\n"
+        "    def swap_now(self, a, b):\n"
+        "        swap_rows_(self.affine.data, a, b)\n"
     )
-    row, helper = tm403(code)
-    assert "writes the tensor" in row.message and "no_grad" in row.hint and ".detach()" not in row.hint
-    assert "passes `.data` to `swap_rows_`, which writes it in place" in helper.message
-    assert "already runs under `no_grad`" in helper.hint and "swap_rows_(self.affine, ...)" in helper.hint
+    row, helper = tm403(code)  # the helper's write at line 17 runs under no_grad: not reported
+    assert row.line == 13 and "writes the tensor" in row.message
+    assert "no_grad" in row.hint and ".detach()" not in row.hint
+    assert helper.line == 20 and "passes `.data` to `swap_rows_`, which writes it in place" in helper.message
+    assert "with torch.no_grad(): swap_rows_(self.affine, ...)" in helper.hint
 
 
 def test_a_write_to_a_lazy_layer_is_reported_as_lost_not_as_a_write_to_redo_with_nn_init() -> None:

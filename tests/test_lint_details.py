@@ -389,3 +389,27 @@ def test_TM504_a_schedule_written_in_the_source_is_its_own_contract() -> None:
         "GeometricSweep(opt, end_lr, len(batches))", "torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)"
     )
     assert [f.rule for f in check_source(torch_schedule) if f.rule == "TM504"] == ["TM504"]
+
+
+def test_tests_in_one_loop_nest_make_one_TM302_finding_that_names_every_line() -> None:
+    code = (
+        "import torch\n"
+        "device = torch.device('cuda')\n"
+        "def step_all(n, lo, hi):\n"
+        "    for _ in range(n):\n"
+        "        x = torch.randn(8, device=device)\n"
+        "        if x.max() > hi:\n"
+        "            x = x / 2\n"
+        "        assert x.isfinite().all()\n"
+        "    while torch.rand(1, device=device) > lo:\n"
+        "        hi = hi / 2\n"
+    )
+    found = [f for f in check_source(code) if f.rule == "TM302"]
+    assert [f.line for f in found] == [6, 9]
+    loop, other = found
+    assert loop.message == (
+        "`if x.max() > hi` converts a tensor to a Python bool, which waits for the GPU; 1 more test"
+        " waits in the same loop (line 8)."
+    )
+    assert "a single deliberate wait can serve every decision" in loop.hint
+    assert other.message.endswith("waits for the GPU.")

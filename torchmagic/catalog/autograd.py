@@ -94,8 +94,8 @@ RULES = [
         "warning",
         evidence=("static",),
         what="""
-            Flags reads and writes of `.data` on a tensor, parameter or gradient: in-place writes
-            (`w.data.normal_()`, `p.data.add_(...)`, `p.grad.data.clamp_()`, `p.data = ...`, a store into
+            Flags reads and writes of `.data` on a tensor or parameter: in-place writes
+            (`w.data.normal_()`, `p.data.add_(...)`, `p.data = ...`, a store into
             a row, `w.data[j][i] = v`, and `.data` handed to a function of the source that writes its
             argument in place, `swap_rows_(w.data, a, b)`), reads
             (`h.data`, `Variable(h.data)`), `.data.resize_()`/`.set_()`/`.t_()`, and `loss.data[0]`
@@ -157,16 +157,20 @@ RULES = [
             module or checks the module class. Writes get the write fix (`nn.init.*_` or the same
             in-place call under `torch.no_grad()`, which computes the same values and makes autograd
             raise if the old value was still needed), never `.detach()`, which would write to (or
-            resize) a detached alias; a gradient is written directly (`p.grad.clamp_(...)`). Not flagged:
+            resize) a detached alias. Not flagged, as `.data` bypasses nothing there: a gradient
+            (`p.grad.data.clamp_(...)`, `p.grad.data.add_(l.data)`: a gradient is in no graph, and
+            `.data` keeps `l`'s out of it), code that runs under `no_grad`/`inference_mode` (a block
+            or a decorated function, such as a hand-written optimizer step or an EMA update), a read
+            detached at once (`w.data.clone().detach()`), and `.data` on the indices output of
+            `max`/`min`/`topk`/`sort` (`_, idx = out.max(1)` then `idx.data`) or on lengths and token
+            ids, integer tensors with no graph. Also not flagged:
             `.data =` swaps that change dtype, device or layout on purpose (`p.data = fn(p.data)`, also a function
             of an imported module of the package, `p.data = c_f.to_device(p.data, device=d)`,
             `b.data = b.to(dtype)`, `.half()`, `resize_(..., memory_format=...)`, a view into a flat
             buffer with `.view_as(p)`), which have no
             drop-in replacement; `p.data = <new tensor>` is told `copy_` only with its condition
             (same shape, dtype and device), unconditionally only when the new value is built from
-            `p` by elementwise operations. `.data` on the indices output of `max`/`min`/`topk`/`sort`
-            (`_, idx = out.max(1)` then `idx.data`) is an info note that it does nothing: an integer
-            tensor has no graph to bypass
+            `p` by elementwise operations
             """,
         autofix="""
             Safe: `nn.init.*_(w.data)` becomes `nn.init.*_(w)` (init writes under `no_grad` into

@@ -202,7 +202,10 @@ RULES = [
         what="""
             Flags `if`/`while`/`assert`/conditional expressions whose test is a tensor expression
             (`(t != 0).all()`, `loss < best`, `t.any()`), in a loop or a function: a test the code
-            may run on every step.
+            may run on every step. The tests of one loop nest (or of one call of a function with no
+            loop) make one finding, at the first, that names the lines of the others: the first wait
+            costs the time the GPU takes to catch up, the ones after it in the same pass little more
+            than a scalar copy, and one deliberate wait can serve them all.
             """,
         why="""
             Python needs a `bool`, so the tensor is copied to the CPU: an implicit synchronisation

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..report import Finding, Fix
@@ -333,6 +333,21 @@ class Context:
         else:
             self.top_level_gpu_findings.append(f)
         return f
+
+    def amend(self, finding: Finding, *, certain: bool = False, **changes: Any) -> Finding:
+        """Replace a finding given earlier in the walk by a copy with `changes`; `certain`: what
+        was added needs no accelerator path to hold, so the finding no longer waits for one."""
+        new = replace(finding, **changes)
+        for found in (self.findings, self.gpu_findings, self.top_level_gpu_findings):
+            for i, f in enumerate(found):
+                if f is finding:
+                    if certain and found is not self.findings:
+                        del found[i]
+                        self.findings.append(new)
+                    else:
+                        found[i] = new
+                    return new
+        return new
 
     def withdraw(self, finding: Finding) -> None:
         """Take back a finding given earlier in the walk, for a rule that learns only at the end

@@ -810,24 +810,19 @@ def _args(
     skip: int = 0,
     lead: str = "",
     strip: frozenset[str] = frozenset(),
-    detach: frozenset[str] = frozenset(),
 ) -> str:
     """`(0.0, 0.02)` for a short argument list, `(...)` for a long one, `()` for none; `lead`
     goes first (`nn.init.normal_(w, 0.0, 0.02)`); `x.data` reads of the tensors named in
-    `strip` become `x` (the same values under `no_grad`), those named in `detach` become
-    `x.detach()` (outside `no_grad`, where `x` would bring its graph along)."""
+    `strip` become `x` (the same values under `no_grad`)."""
 
     class Strip(ast.NodeTransformer):
         def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
             if node.attr == "data" and ast.unparse(node.value) in strip:
                 return self.visit(node.value)
-            if node.attr == "data" and ast.unparse(node.value) in detach:
-                value = self.visit(node.value)
-                return ast.Call(ast.Attribute(value, "detach", ast.Load()), [], [])
             return self.generic_visit(node)
 
     def text(e: ast.AST) -> str:
-        return ast.unparse(Strip().visit(copy.deepcopy(e)) if strip or detach else e)
+        return ast.unparse(Strip().visit(copy.deepcopy(e)) if strip else e)
 
     parts = [text(a) for a in call.args[skip:]]
     parts += [f"{k.arg}={text(k.value)}" if k.arg else f"**{text(k.value)}" for k in call.keywords]
@@ -1305,22 +1300,17 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
             " its input size so it is not lazy.",
         )
         return
+    if _nothing_bypassed(ctx, owner_node, parent, method):
+        return
     if method is not None and method.endswith("_") and not method.endswith("__"):
         args = _args(call)  # type: ignore[arg-type]
         clean = _args(call, strip=_tensor_reads(ctx, call, owner))  # type: ignore[arg-type]
-        if owner.endswith(".grad"):
-            # no `no_grad` around this write: a `.data` read in the arguments becomes `.detach()`,
-            # or the gradient would record the graph of a tensor that requires grad
-            reads = _tensor_reads(ctx, call, owner)  # type: ignore[arg-type]
-            grads = frozenset(r for r in reads if r == owner or r.endswith(".grad"))
-            clean = _args(call, strip=grads, detach=reads - grads)  # type: ignore[arg-type]
-            fix = f"Write to the gradient itself: `{owner}.{method}{clean}` (it is not part of any graph)."
-        elif method in _INIT and _param_like(ctx, owner_node):
+        if method in _INIT and _param_like(ctx, owner_node):
             fix = (
                 f"Initialise with `nn.init.{_INIT[method]}{_args(call, lead=owner)}` or"  # type: ignore[arg-type]
                 f" `with torch.no_grad(): {owner}.{method}{clean}`."
             )
-        elif _activation_like(ctx, owner_node) and ctx.grad_mode is None:
+        elif _activation_like(ctx, owner_node):
             # an in-place write under no_grad raises at backward() when an op saved the tensor
             fix = (
                 f"Out of place, `{owner} = {owner}.{method[:-1]}{clean}` lets the gradient see the write."
@@ -1418,9 +1408,7 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         swap = _swap_kind(ctx, value, owner) if value is not None else "other"
         if swap == "convert":
             return  # a deliberate swap of dtype, device or layout: `.data =` is the only way to do it
-        if owner.endswith(".grad"):
-            fix = f"Assign the gradient itself: `{owner} = ...` (it is not part of any graph)."
-        elif swap == "same":
+        if swap == "same":
             fix = _write_hint(ctx, f"{owner}.copy_(...)")
         else:
             fix = (
@@ -1432,17 +1420,45 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     if _plain_tensor(ctx, owner_node):
         return  # a tensor that never required grad: the read bypasses nothing
     if _index_output(ctx, owner_node):
-        # `_, idx = scores.max(1)` then `idx.data`: integer indices carry no graph, so nothing
-        # is bypassed; the legacy spelling is all there is to say
-        ctx.flag(
-            node,
-            f"`{owner}.data` on an integer tensor (indices or lengths, which have no graph) is a leftover of"
-            " the `Variable` era: it does nothing here.",
-            f"Use `{owner}` itself.",
-            severity="info",
-        )
-        return
+        return  # `_, idx = scores.max(1)` then `idx.data`: integer indices carry no graph
+    if _into_a_gradient(ctx):
+        return  # `p.grad.data.add_(l.data)`: without `.data`, the gradient would record a graph
     _flag_read(ctx, node, owner)
+
+
+def _into_a_gradient(ctx: Context) -> bool:
+    """The read is an argument of an in-place write to a gradient (`p.grad.add_(...)`,
+    `p.grad.data.mul_(...).add_(...)`)."""
+    for node in reversed(ctx.stack):
+        if isinstance(node, ast.stmt):
+            return False
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        target = node.func.value
+        while isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute):
+            target = target.func.value  # `.mul_(...).add_(...)`: the chain writes its head
+        if isinstance(target, ast.Attribute) and target.attr == "data":
+            target = target.value
+        if node.func.attr.endswith("_") and isinstance(target, ast.Attribute) and target.attr == "grad":
+            return True
+    return False
+
+
+def _nothing_bypassed(ctx: Context, owner: ast.AST, parent: ast.AST | None, method: str | None) -> bool:
+    """`.data` that bypasses no check of autograd's, read or written: on a gradient (`p.grad.data`,
+    in no graph unless a double backward asked for one), where no graph is recorded (a `no_grad`
+    or `inference_mode` block or decorated function), or read and detached at once
+    (`w.data.clone().detach()`). Dropping `.data` there changes nothing but the spelling."""
+    if isinstance(owner, ast.Attribute) and owner.attr == "grad":
+        return True
+    if ctx.grad_mode is not None:
+        return True
+    if method == "detach":
+        return True
+    if method == "clone" and len(ctx.stack) >= 4:
+        outer = ctx.stack[-3]
+        return isinstance(outer, ast.Attribute) and outer.attr == "detach"
+    return False
 
 
 def _index_output(ctx: Context, node: ast.AST) -> bool:
@@ -2002,8 +2018,4 @@ def _uses_a_model_wrapper(ctx: Context, loop: ast.AST) -> bool:
 
 
 def _write_hint(ctx: Context, write: str) -> str:
-    """Where the write already runs with gradients off (`with torch.no_grad():` around a
-    hand-written update), `.data` adds nothing: write the tensor itself."""
-    if ctx.grad_mode is not None:
-        return f"This already runs under `{ctx.grad_mode}`: write the tensor itself, `{write}`."
     return f"Write under no_grad: `with torch.no_grad(): {write}`."

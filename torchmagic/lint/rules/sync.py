@@ -13,8 +13,10 @@ import ast
 import builtins
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
+from ...report import Finding
 from .. import accelerator, libraries
 from ..context import Context, LoopInfo
 from ..kinds import (
@@ -2665,10 +2667,48 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
     places = {accelerator.where(ctx, t) for t in _tensors_in(ctx, test)} or {None}
     if places == {accelerator.CPU} or accelerator.in_cpu_branch(ctx, node):
         return  # a condition on CPU tensors waits for no GPU
-    ctx.flag(
+    certain = accelerator.ACCELERATOR in places
+    # one finding per loop nest (or per call of a function with no loop): the first wait costs
+    # the time the GPU takes to catch up, the tests after it in the same pass mostly a scalar copy
+    groups: dict[tuple[int, int], _ConditionGroup] = ctx.__dict__.setdefault("_torchmagic_tm302", {})
+    outermost = ctx.loops[0].node if ctx.loops else node if isinstance(node, ast.While) else None
+    key = (id(ctx.frame.node), id(outermost) if outermost is not None else 0)
+    group = groups.get(key)
+    if group is not None:
+        group.lines.append(node.lineno)
+        more = group.lines[1:]
+        where = "call" if key[1] == 0 else "loop"
+        listed = ", ".join(str(n) for n in more)
+        group.finding = ctx.amend(
+            group.finding,
+            certain=certain,
+            message=f"{group.message[:-1]}; {len(more)} more"
+            f" {'test waits' if len(more) == 1 else 'tests wait'} in the same {where}"
+            f" (line{'s' if len(more) > 1 else ''} {listed}).",
+            hint=f"{_CONDITION_HINT} In this {where}, a single deliberate wait can serve every"
+            " decision that needs the host.",
+        )
+        return
+    message = f"`{_test_label(node)}` converts a tensor to a Python bool, which waits for the GPU."
+    finding = ctx.flag(
         node if not isinstance(node, ast.IfExp) else test,
-        f"`{_test_label(node)}` converts a tensor to a Python bool, which waits for the GPU.",
-        "Keep the decision on the device (`torch.where`, masks, `torch.clamp`) or synchronise"
-        " once, deliberately, outside hot loops.",
-        needs_accelerator=accelerator.ACCELERATOR not in places,
+        message,
+        _CONDITION_HINT,
+        needs_accelerator=not certain,
     )
+    groups[key] = _ConditionGroup(finding, message, [node.lineno])
+
+
+_CONDITION_HINT = (
+    "Keep the decision on the device (`torch.where`, masks, `torch.clamp`) or synchronise"
+    " once, deliberately, outside hot loops."
+)
+
+
+@dataclass
+class _ConditionGroup:
+    """TM302's finding for one loop nest or loop-free function, and the lines it covers."""
+
+    finding: Finding
+    message: str
+    lines: list[int]
