@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -47,6 +48,26 @@ def read_member(archive: Path, inner: str) -> bytes | None:
     return None
 
 
+def from_index(sdist: str, dest: str) -> bool:
+    """Fetch `sdist` straight from PyPI's simple index: pip downloads an sdist only after
+    building its metadata, which fails for packages whose build needs tools not installed here."""
+    name = requirement(sdist).partition("==")[0]
+    try:
+        with urllib.request.urlopen(f"https://pypi.org/simple/{name}/", timeout=60) as r:
+            page = r.read().decode()
+        for url, digest in re.findall(r'href="([^"#]+)#sha256=([0-9a-f]{64})"', page):
+            if url.rsplit("/", 1)[-1] == sdist:
+                with urllib.request.urlopen(url, timeout=300) as r:
+                    data = r.read()
+                if hashlib.sha256(data).hexdigest() != digest:
+                    return False
+                (Path(dest) / sdist).write_bytes(data)
+                return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("set", help="a set file such as bench/precision/heldout16.json")
@@ -64,7 +85,9 @@ def main() -> int:
                 capture_output=True,
                 text=True,
             )
-            if got.returncode != 0 or not (Path(scratch) / sdist).exists():
+            if (got.returncode != 0 or not (Path(scratch) / sdist).exists()) and not from_index(
+                sdist, scratch
+            ):
                 print(f"could not download {sdist}: {got.stderr.strip().splitlines()[-1:]}")
                 failed += 1
         for item in spec["files"]:
