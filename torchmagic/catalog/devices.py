@@ -23,7 +23,11 @@ RULES = [
             x = x.to(device)
             """,
         not_flagged="""
-            `torch.cuda.*` module functions (`is_available`, `synchronize`, ...); `.cuda()` that only runs when the user
+            `torch.cuda.*` module functions (`is_available`, `synchronize`, ...); the buffer a
+            `torch.distributed` collective is handed (`stats = torch.tensor([n]).cuda()` then
+            `dist.all_reduce(stats)`: NCCL reduces CUDA tensors only), and lines of a function that
+            returns or raises first when CUDA is missing (`if not torch.cuda.is_available() or not
+            dist.is_initialized(): return`); `.cuda()` that only runs when the user
             asked for CUDA (`if cuda:`, `if args.cuda:`, `if use_cuda:`, `if torch.cuda.is_available():`,
             `x.cuda() if use_cuda else x`): such code already runs on a machine without a GPU; `.cuda(rank)`,
             `.cuda(args.gpu)`: one GPU per process, chosen at run time (DDP and RPC trainers); code
@@ -67,6 +71,7 @@ RULES = [
         not_flagged="""
             that selection line itself; `torch.device(...)` assigned once to a name; a move inside `if torch.cuda.is_available():`;
             code that says it runs on CUDA only (as for TM201: a GPU asserted, NCCL, a CUDA-only library);
+            a collective's buffer and lines after a return when CUDA is missing (as for TM201);
             a function that profiles or times CUDA kernels (as for TM201); a class's own `cuda()`
             (or `to_cuda()`/`gpu()`) method, whose job is to move the object to a CUDA device;
             indexed devices (`"cuda:1"`) in code that names two or more GPUs by index: model parallel code places each
@@ -105,7 +110,9 @@ RULES = [
             state = torch.load("ckpt.pt", map_location=device)
             """,
         not_flagged="""
-            calls with `map_location`; bytes a child process on this machine just wrote (`torch.load(io.BytesIO(proc.stdout))`
+            calls with `map_location`; a `Dataset` loading its own processed files (no name in the
+            path says checkpoint, model, weights or state): its preprocessing writes them from the CPU;
+            bytes a child process on this machine just wrote (`torch.load(io.BytesIO(proc.stdout))`
             with `proc = subprocess.run(...)`): they never reach a machine without the devices they were saved from
             (bytes from the network still are flagged); files that hold no device tensors: a NumPy array
             (`torch.from_numpy(torch.load(f))`), a file this same code writes from the CPU (it has no accelerator path at

@@ -108,6 +108,65 @@ def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
     return False
 
 
+_COLLECTIVES = frozenset(
+    {
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "broadcast",
+        "reduce",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "all_to_all",
+        "all_to_all_single",
+        "gather",
+        "scatter",
+    }
+)
+_NO_CUDA = re.compile(r"not (torch\.)?cuda\.is_available\(\)")
+
+
+def cuda_by_necessity(ctx: Context, node: ast.AST) -> bool:
+    """The CUDA tensor is what a `torch.distributed` collective is handed (`t = torch.tensor([n],
+    device="cuda")` then `dist.all_reduce(t)`): NCCL reduces CUDA tensors only. Or the function
+    returns (or raises) first when CUDA is missing (`if not torch.cuda.is_available() or not
+    dist.is_initialized(): return batches`): the line runs only where CUDA is."""
+    fn = ctx.enclosing_function()
+    scope = fn if fn is not None else (ctx.stack[0] if ctx.stack else None)
+    stmt = ctx.statement()
+    if scope is None or stmt is None:
+        return False
+    for up in reversed(ctx.stack):
+        if isinstance(up, ast.Call) and terminal_name(up.func) in _COLLECTIVES:
+            return True
+    if fn is not None and any(
+        isinstance(s, ast.If)
+        and s.lineno < stmt.lineno
+        and _NO_CUDA.search(ast.unparse(s.test))
+        and s.body
+        and isinstance(s.body[-1], (ast.Return, ast.Raise))
+        for s in fn.body
+    ):
+        return True
+    names = {
+        t.id
+        for t in (stmt.targets if isinstance(stmt, ast.Assign) else [])
+        for t in ([t] if not isinstance(t, ast.Tuple) else t.elts)
+        if isinstance(t, ast.Name)
+    }
+    if not names:
+        return False
+    for n in ast.walk(scope):
+        if (
+            isinstance(n, ast.Call)
+            and n.lineno > stmt.lineno
+            and terminal_name(n.func) in _COLLECTIVES
+            and any(isinstance(a, ast.Name) and a.id in names for a in n.args)
+        ):
+            return True
+    return False
+
+
 def _in_body(branch: ast.If | ast.IfExp, child: ast.AST) -> bool:
     return child is branch.body if isinstance(branch, ast.IfExp) else child in branch.body
 
@@ -157,6 +216,8 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
         return
     if under_cuda_guard(ctx, call) or cuda_only(ctx) or _tensorless_loss(ctx, call.func.value):
         return
+    if cuda_by_necessity(ctx, call):
+        return  # a buffer for an NCCL collective, or a line that runs only where CUDA is
     if _implements_cuda(ctx) or measures_cuda(ctx):
         return
     index = call.args[0] if call.args else keyword(call, "device")
@@ -243,8 +304,8 @@ def hardcoded_device(node: ast.AST, ctx: Context) -> None:
         where, label, literal = node, unparse(node, 50), target
     if literal is not None and _cuda_index(literal) is not None and _places_on_several_gpus(ctx):
         return  # model parallel: each part sits on the GPU the code names for it
-    if under_cuda_guard(ctx, where) or cuda_only(ctx):  # type: ignore[arg-type]
-        return  # only runs when CUDA is there (`if torch.cuda.is_available():`, CUDA-only code)
+    if under_cuda_guard(ctx, where) or cuda_only(ctx) or cuda_by_necessity(ctx, where):  # type: ignore[arg-type]
+        return  # only runs when CUDA is there (`if torch.cuda.is_available():`, CUDA-only code, NCCL)
     if measures_cuda(ctx):
         return  # a function that profiles CUDA kernels: the GPU is what it measures
     if _cuda_method(ctx):
@@ -424,6 +485,8 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
     )
     if into is None and _names_a_data_file(ctx, f):
         return  # a preprocessed dataset or vocabulary: written from the CPU, not a checkpoint
+    if into is None and ctx.in_dataset_method and not _names_a_checkpoint(ctx, f):
+        return  # a dataset's own processed tensors, which its preprocessing writes from the CPU
     if into is None and _shipped_constant(ctx, f):
         return  # a table the package ships beside its code, loaded on every user's machine
     if _from_a_local_process(ctx, f):
@@ -484,6 +547,25 @@ def _names_a_data_file(ctx: Context, f: ast.AST | None) -> bool:
     else:
         return False
     return bool(_DATA_WORDS.search(word)) and not _CHECKPOINT_WORDS.search(word)
+
+
+def _names_a_checkpoint(ctx: Context, f: ast.AST | None) -> bool:
+    """Some name or text the load's path is built from says checkpoint (`ckpt`, `model`,
+    `weights`, `state`...), one assignment back."""
+    for part in _path_parts(ctx, f):
+        for n in ast.walk(part):
+            word = (
+                n.id
+                if isinstance(n, ast.Name)
+                else n.attr
+                if isinstance(n, ast.Attribute)
+                else n.value
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                else ""
+            )
+            if _CHECKPOINT_WORDS.search(word):
+                return True
+    return False
 
 
 def _last_component(path: ast.Call | ast.BinOp) -> ast.Constant | None:
