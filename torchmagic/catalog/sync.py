@@ -36,7 +36,11 @@ RULES = [
             print(total.item())          # one sync, after the loop
             """,
         not_flagged="""
-            the same calls outside loops; `.item()` on an obvious Python number; reads already
+            the same calls outside loops; `.item()` on an obvious Python number; a read whose values
+            are written to a file in the same pass (`save_image(img.cpu(), f"{i}.png")`,
+            `sf.write(path, wav.cpu().numpy(), sr)`, `Image.fromarray(a).save(p)`, also through names
+            bound from it): the file needs them on the host in that pass; reads in a loop that calls
+            `input()`, which waits for a person on each pass; reads already
             guarded as the fix suggests (`if step % N == 0:`, also through a name bound to that test earlier in
             the loop, `reg = step % N == 0` then `if reg:`; a counter the block resets,
             `if step % N: continue`) or when an environment's episode ends (`if done:`, `if d and

@@ -1717,6 +1717,73 @@ def _drained_before_inner_loop(ctx: Context, value: ast.AST, keys: set[str]) -> 
     return not any(key == b or key.startswith(b + ".") for key in keys for b in rebound)
 
 
+def _waits_for_a_person(ctx: Context, loop: ast.AST) -> bool:
+    """The loop reads the keyboard (`input(...)`) on each pass: an interactive loop."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "input"
+        for n in ast.walk(loop)
+    )
+
+
+# functions that write one image, sound or array file from host memory
+_FILE_WRITERS = frozenset(
+    {"save_image", "imwrite", "imsave", "write_video", "write_png", "write_jpeg", "savefig", "write_wav"}
+)
+_FILE_MODULES = frozenset(
+    {"sf", "soundfile", "wavfile", "imageio", "iio", "cv2", "np", "numpy", "torchaudio"}
+)
+
+
+def _writes_a_file(ctx: Context, call: ast.Call) -> bool:
+    func = call.func
+    name = terminal_name(func)
+    if name in _FILE_WRITERS:
+        return True
+    if not isinstance(func, ast.Attribute) or name not in ("write", "save", "savez", "savetxt"):
+        return False
+    root = func.value
+    while isinstance(root, (ast.Attribute, ast.Call)):
+        root = root.value if isinstance(root, ast.Attribute) else root.func
+    if isinstance(root, ast.Name) and root.id in _FILE_MODULES:
+        return True
+    # `Image.fromarray(arr).save(path)`
+    return (
+        name == "save" and isinstance(func.value, ast.Call) and terminal_name(func.value.func) == "fromarray"
+    )
+
+
+def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
+    """What the read brings to the host is written to a file in the same pass (`save_image(x.cpu(),
+    f"{i}.png")`, `sf.write(path, wav.cpu().numpy(), sr)`, through names bound from it): the file
+    needs the values of this pass on the host, so there is nothing to keep on the device."""
+    for up in reversed(ctx.stack):
+        if isinstance(up, ast.Call) and up is not call and _writes_a_file(ctx, up):
+            return True
+        if isinstance(up, ast.stmt):
+            break
+    stmt = ctx.statement()
+    if stmt is None or not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        return False
+    body = [n for n in ast.walk(loop) if isinstance(n, ast.stmt) and n.lineno > stmt.lineno]
+    names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for later in sorted(body, key=lambda n: n.lineno):
+        used = {n.id for n in ast.walk(later) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        if not used & names:
+            continue
+        if isinstance(later, (ast.Assign, ast.AnnAssign)):
+            names |= {
+                n.id for n in ast.walk(later) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            }
+        for n in ast.walk(later):
+            if (
+                isinstance(n, ast.Call)
+                and _writes_a_file(ctx, n)
+                and any(isinstance(a, ast.Name) and a.id in names for arg in n.args for a in ast.walk(arg))
+            ):
+                return True
+    return False
+
+
 @check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"}, loops=True)
 def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
     if isinstance(call, LoopInfo):
@@ -1739,6 +1806,10 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
         return  # `[k.tolist() for k in torch.where(mask)]`: one index tensor per dimension, already waited for
     if _converted_by_type(ctx, call):
         return  # `[s.item() if isinstance(s, Tensor) else s for s in splits]`: the Python values an API takes
+    if _waits_for_a_person(ctx, loop):
+        return  # `while True: text = input(...)`: each pass waits for someone typing, not the GPU
+    if _written_out_each_pass(ctx, loop, call):
+        return  # `save_image(img.cpu(), f"{i}.png")`: each result goes to a file in its own pass
     func = call.func
     value: ast.AST | None = None
     if isinstance(func, ast.Name):
