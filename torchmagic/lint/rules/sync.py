@@ -1734,7 +1734,7 @@ _FILE_MODULES = frozenset(
 )
 
 
-def _writes_a_file(ctx: Context, call: ast.Call) -> bool:
+def _writes_a_file(call: ast.Call) -> bool:
     func = call.func
     name = terminal_name(func)
     if name in _FILE_WRITERS:
@@ -1757,7 +1757,7 @@ def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     f"{i}.png")`, `sf.write(path, wav.cpu().numpy(), sr)`, through names bound from it): the file
     needs the values of this pass on the host, so there is nothing to keep on the device."""
     for up in reversed(ctx.stack):
-        if isinstance(up, ast.Call) and up is not call and _writes_a_file(ctx, up):
+        if isinstance(up, ast.Call) and up is not call and _writes_a_file(up):
             return True
         if isinstance(up, ast.stmt):
             break
@@ -1777,7 +1777,7 @@ def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
         for n in ast.walk(later):
             if (
                 isinstance(n, ast.Call)
-                and _writes_a_file(ctx, n)
+                and _writes_a_file(n)
                 and any(isinstance(a, ast.Name) and a.id in names for arg in n.args for a in ast.walk(arg))
             ):
                 return True
