@@ -20,9 +20,10 @@ _CUDA_ONLY_LIBRARIES = ("apex", "cupy", "pycuda", "numba.cuda")
 # imported for its effect: picks a free NVIDIA GPU (via nvidia-smi) for this script
 _GPU_PICKERS = frozenset({"setGPU"})
 _CUDA_PRESENT = re.compile(r"^(torch\.)?cuda\.(is_available\(\)|device_count\(\)( > 0| >= 1| != 0)?)$")
-_CUDA_ABSENT = re.compile(
-    r"^(not (torch\.)?cuda\.is_available\(\)|(torch\.)?cuda\.device_count\(\) (== 0|< 1))$"
-)
+_NOT_AVAILABLE = r"not (torch\.)?cuda\.is_available\(\)"
+_CUDA_ABSENT = re.compile(rf"^({_NOT_AVAILABLE}|(torch\.)?cuda\.device_count\(\) (== 0|< 1))$")
+# `if not torch.cuda.is_available() or not dist.is_initialized():`: one of the ways out is no CUDA
+CUDA_UNAVAILABLE = re.compile(_NOT_AVAILABLE)
 _EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 # a cheap look at the raw text before any parse: the text of every declaration matches this
 _LIBRARY_TOKENS = (b"apex", b"cupy", b"pycuda", b"numba", b"cuda_sources", b".cu'", b'.cu"')

@@ -8,7 +8,7 @@ import re
 import sys
 from collections.abc import Iterator
 
-from ...report import Fix
+from ...report import Finding, Fix
 from .. import libraries
 from ..context import Context, LoopInfo
 from ..fixes import fix_of
@@ -1224,14 +1224,14 @@ def _flag_read(ctx: Context, node: ast.Attribute, owner: str) -> None:
     """A plain `.data` read. Several in one statement make one finding naming them all, the
     ones that carry a graph first (`y_pred.data` before `X.data`), with one fix for all."""
     stmt = ctx.statement()
-    reads: dict[int, tuple[list[tuple[int, str, ast.Attribute]], object]] = ctx.__dict__.setdefault(
+    reads: dict[int, tuple[list[tuple[int, str, ast.Attribute]], Finding]] = ctx.__dict__.setdefault(
         "_torchmagic_data_reads", {}
     )
     entry = (_graph_rank(ctx, node.value), owner, node)
     entries = [entry]
     if stmt is not None and id(stmt) in reads:
         earlier, finding = reads[id(stmt)]
-        ctx.findings[:] = [f for f in ctx.findings if f is not finding]
+        ctx.withdraw(finding)
         entries = sorted([*earlier, entry], key=lambda e: e[0])
     lead = entries[0][2]
     names = [f"`{o}.data`" for _, o, _ in entries]

@@ -13,6 +13,7 @@ from ...report import Fix
 from ..accelerator import CPU, device_type_of_literal, where
 from ..context import Context
 from ..cuda_only import (
+    CUDA_UNAVAILABLE,
     comment_declares_cuda_only,
     declares_cuda_only,
     parsed_document,
@@ -123,7 +124,6 @@ _COLLECTIVES = frozenset(
         "scatter",
     }
 )
-_NO_CUDA = re.compile(r"not (torch\.)?cuda\.is_available\(\)")
 
 
 def cuda_by_necessity(ctx: Context, node: ast.AST) -> bool:
@@ -142,17 +142,18 @@ def cuda_by_necessity(ctx: Context, node: ast.AST) -> bool:
     if fn is not None and any(
         isinstance(s, ast.If)
         and s.lineno < stmt.lineno
-        and _NO_CUDA.search(ast.unparse(s.test))
+        and CUDA_UNAVAILABLE.search(ast.unparse(s.test))
         and s.body
         and isinstance(s.body[-1], (ast.Return, ast.Raise))
         for s in fn.body
     ):
         return True
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else []
     names = {
-        t.id
-        for t in (stmt.targets if isinstance(stmt, ast.Assign) else [])
-        for t in ([t] if not isinstance(t, ast.Tuple) else t.elts)
-        if isinstance(t, ast.Name)
+        e.id
+        for t in targets
+        for e in (t.elts if isinstance(t, ast.Tuple) else [t])
+        if isinstance(e, ast.Name)
     }
     if not names:
         return False
@@ -552,20 +553,16 @@ def _names_a_data_file(ctx: Context, f: ast.AST | None) -> bool:
 def _names_a_checkpoint(ctx: Context, f: ast.AST | None) -> bool:
     """Some name or text the load's path is built from says checkpoint (`ckpt`, `model`,
     `weights`, `state`...), one assignment back."""
-    for part in _path_parts(ctx, f):
-        for n in ast.walk(part):
-            word = (
-                n.id
-                if isinstance(n, ast.Name)
-                else n.attr
-                if isinstance(n, ast.Attribute)
-                else n.value
-                if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                else ""
-            )
-            if _CHECKPOINT_WORDS.search(word):
-                return True
-    return False
+    return any(_CHECKPOINT_WORDS.search(_word(n)) for part in _path_parts(ctx, f) for n in ast.walk(part))
+
+
+def _word(node: ast.AST) -> str:
+    """The text a node spells: a name, an attribute's name, a string; "" for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
 
 
 def _last_component(path: ast.Call | ast.BinOp) -> ast.Constant | None:

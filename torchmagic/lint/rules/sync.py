@@ -1741,10 +1741,7 @@ def _writes_a_file(call: ast.Call) -> bool:
         return True
     if not isinstance(func, ast.Attribute) or name not in ("write", "save", "savez", "savetxt"):
         return False
-    root = func.value
-    while isinstance(root, (ast.Attribute, ast.Call)):
-        root = root.value if isinstance(root, ast.Attribute) else root.func
-    if isinstance(root, ast.Name) and root.id in _FILE_MODULES:
+    if root_name(func.value) in _FILE_MODULES:
         return True
     # `Image.fromarray(arr).save(path)`
     return (
