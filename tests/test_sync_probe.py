@@ -11,23 +11,38 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 
 import pytest
 import torch
 from IPython.utils.capture import capture_output
 
 import torchmagic
+from torchmagic.extension import TorchCheck
 from torchmagic.pipeline import CellCheck
 from torchmagic.run import CellRun, CheckOptions
 from torchmagic.runtime.sync import OP_NAMES, SyncProbe, sync_device
 
 
+@contextmanager
+def configured(shell, **values):
+    """`%config TorchCheck.<name> = <value>` for each, as a user types it; each back to its
+    default afterwards."""
+    for name, value in values.items():
+        shell.run_cell(f"%config TorchCheck.{name} = {value!r}", store_history=False)
+    try:
+        yield shell
+    finally:
+        for name in values:
+            default = TorchCheck.class_traits()[name].default_value
+            shell.run_cell(f"%config TorchCheck.{name} = {default!r}", store_history=False)
+
+
 @pytest.fixture
 def cpu_shell(shell):
-    shell.run_cell("%config TorchCheck.sync_devices = ['cpu']", store_history=False)
-    shell.run_cell("import torch", store_history=True)
-    yield shell
-    shell.run_cell("%config TorchCheck.sync_devices = ['cuda']", store_history=False)
+    with configured(shell, sync_devices=["cpu"]):
+        shell.run_cell("import torch", store_history=True)
+        yield shell
 
 
 def checked(shell, body: str):
@@ -211,11 +226,8 @@ def test_TM303_flags_line_that_waits_long(cpu_shell) -> None:
 
 
 def test_TM303_ignores_lines_below_threshold(cpu_shell) -> None:
-    cpu_shell.run_cell("%config TorchCheck.sync_threshold_s = 10.0", store_history=False)
-    try:
+    with configured(cpu_shell, sync_threshold_s=10.0):
         _, report, _ = checked(cpu_shell, SLOW)
-    finally:
-        cpu_shell.run_cell("%config TorchCheck.sync_threshold_s = 0.005", store_history=False)
     assert report.syncs
     assert not [f for f in report.findings if f.rule == "TM303"]
 
@@ -223,11 +235,8 @@ def test_TM303_ignores_lines_below_threshold(cpu_shell) -> None:
 @pytest.fixture
 def every_wait(cpu_shell):
     """TM303 with no threshold: every line that synchronised is a candidate."""
-    cpu_shell.run_cell("%config TorchCheck.sync_threshold_s = 0.0", store_history=False)
-    cpu_shell.run_cell("%config TorchCheck.sync_fraction = 0.0", store_history=False)
-    yield cpu_shell
-    cpu_shell.run_cell("%config TorchCheck.sync_threshold_s = 0.005", store_history=False)
-    cpu_shell.run_cell("%config TorchCheck.sync_fraction = 0.1", store_history=False)
+    with configured(cpu_shell, sync_threshold_s=0.0, sync_fraction=0.0):
+        yield cpu_shell
 
 
 def test_TM303_leaves_a_one_off_display_alone_but_keeps_its_record(every_wait) -> None:
