@@ -112,6 +112,8 @@ RULES = [
         not_flagged="""
             calls with `map_location`; a `Dataset` loading its own processed files (no name in the
             path says checkpoint, model, weights or state): its preprocessing writes them from the CPU;
+            a path with a literal folder named for data (`Path(root).joinpath("split", name,
+            which).with_suffix(".pt")`) and nothing in it named like a checkpoint;
             bytes a child process on this machine just wrote (`torch.load(io.BytesIO(proc.stdout))`
             with `proc = subprocess.run(...)`): they never reach a machine without the devices they were saved from
             (bytes from the network still are flagged); files that hold no device tensors: a NumPy array

@@ -40,7 +40,10 @@ RULES = [
             are written to a file in the same pass (`save_image(img.cpu(), f"{i}.png")`,
             `sf.write(path, wav.cpu().numpy(), sr)`, `Image.fromarray(a).save(p)`, also through names
             bound from it): the file needs them on the host in that pass; reads in a loop that calls
-            `input()`, which waits for a person on each pass; reads already
+            `input()`, which waits for a person on each pass; reads of the values a `torch.distributed`
+            collective filled earlier in the function (`dist.all_gather(sizes, mine)` then
+            `[s.item() for s in sizes]`): the first waits for the collective, the rest for nothing,
+            and the host needs them to size its buffers; reads already
             guarded as the fix suggests (`if step % N == 0:`, also through a name bound to that test earlier in
             the loop, `reg = step % N == 0` then `if reg:`; a counter the block resets,
             `if step % N: continue`) or when an environment's episode ends (`if done:`, `if d and

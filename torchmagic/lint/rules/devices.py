@@ -109,7 +109,8 @@ def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
     return False
 
 
-_COLLECTIVES = frozenset(
+# `torch.distributed` calls that hand tensors between processes (NCCL: CUDA tensors only)
+COLLECTIVES = frozenset(
     {
         "all_reduce",
         "all_gather",
@@ -137,7 +138,7 @@ def cuda_by_necessity(ctx: Context, node: ast.AST) -> bool:
     if scope is None or stmt is None:
         return False
     for up in reversed(ctx.stack):
-        if isinstance(up, ast.Call) and terminal_name(up.func) in _COLLECTIVES:
+        if isinstance(up, ast.Call) and terminal_name(up.func) in COLLECTIVES:
             return True
     if fn is not None and any(
         isinstance(s, ast.If)
@@ -161,7 +162,7 @@ def cuda_by_necessity(ctx: Context, node: ast.AST) -> bool:
         if (
             isinstance(n, ast.Call)
             and n.lineno > stmt.lineno
-            and terminal_name(n.func) in _COLLECTIVES
+            and terminal_name(n.func) in COLLECTIVES
             and any(isinstance(a, ast.Name) and a.id in names for a in n.args)
         ):
             return True
@@ -546,8 +547,21 @@ def _names_a_data_file(ctx: Context, f: ast.AST | None) -> bool:
     elif isinstance(f, ast.Constant) and isinstance(f.value, str):
         word = f.value.replace("\\", "/").rsplit("/", 1)[-1]  # with its extension: `x.dataset`
     else:
-        return False
+        return _in_a_data_folder(ctx, f)
     return bool(_DATA_WORDS.search(word)) and not _CHECKPOINT_WORDS.search(word)
+
+
+def _in_a_data_folder(ctx: Context, f: ast.AST | None) -> bool:
+    """`Path(root).joinpath("split", name, which).with_suffix(".pt")`: a literal folder of the
+    path says data (`split`, `data`, `features`) and nothing in it says checkpoint."""
+    parts = _path_parts(ctx, f)
+    texts = [
+        n.value
+        for p in parts
+        for n in ast.walk(p)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
+    return any(_DATA_WORDS.search(t) for t in texts) and not _names_a_checkpoint(ctx, f)
 
 
 def _names_a_checkpoint(ctx: Context, f: ast.AST | None) -> bool:

@@ -59,6 +59,7 @@ from ..nodes import (
 )
 from ..registry import check
 from ..walker import is_step_loop
+from . import devices
 from ._common import (
     declared_options,
     format_template,
@@ -1717,6 +1718,29 @@ def _drained_before_inner_loop(ctx: Context, value: ast.AST, keys: set[str]) -> 
     return not any(key == b or key.startswith(b + ".") for key in keys for b in rebound)
 
 
+def _over_gathered_values(ctx: Context, loop: ast.AST) -> bool:
+    """The loop walks a list a `torch.distributed` collective filled earlier in the function
+    (`dist.all_gather(size_list, local_size)` then `[int(s.item()) for s in size_list]`, also in
+    a `zip` or `enumerate`): the
+    first read waits for the collective, the others for nothing, and the host needs the values
+    (buffer sizes, batch counts) to go on."""
+    source = _iterable(loop)
+    fn = ctx.enclosing_function()
+    if isinstance(source, ast.Call) and terminal_name(source.func) in ("zip", "enumerate"):
+        walked = {a.id for a in source.args if isinstance(a, ast.Name)}  # `zip(buffers, lengths)`
+    else:
+        walked = {source.id} if isinstance(source, ast.Name) else set()
+    if not walked or fn is None:
+        return False
+    return any(
+        isinstance(n, ast.Call)
+        and n.lineno < loop.lineno
+        and terminal_name(n.func) in devices.COLLECTIVES
+        and any(isinstance(a, ast.Name) and a.id in walked for a in n.args)
+        for n in ast.walk(fn)
+    )
+
+
 def _waits_for_a_person(ctx: Context, loop: ast.AST) -> bool:
     """The loop reads the keyboard (`input(...)`) on each pass: an interactive loop."""
     return any(
@@ -1807,6 +1831,8 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
         return  # `while True: text = input(...)`: each pass waits for someone typing, not the GPU
     if _written_out_each_pass(ctx, loop, call):
         return  # `save_image(img.cpu(), f"{i}.png")`: each result goes to a file in its own pass
+    if _over_gathered_values(ctx, loop):
+        return  # `dist.all_gather(sizes, mine)` then `[s.item() for s in sizes]`: the sizes the host allocates by
     func = call.func
     value: ast.AST | None = None
     if isinstance(func, ast.Name):
