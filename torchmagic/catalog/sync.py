@@ -228,9 +228,14 @@ RULES = [
             # or sync once, deliberately: if bool((mask != 0).any()): ...
             """,
         not_flagged="""
-            a test whose block only raises (`if not torch.isfinite(w).all(): raise ValueError(...)`,
-            after log lines at most: an opt-in safety check only the host can act on; still flagged
-            in a function handed to `register_hook`, which runs on every backward), or only returns
+            a test whose block only raises, warns, prints or logs (`if not torch.isfinite(w).all():
+            raise ValueError(...)`, `if torch.isnan(x).any(): warnings.warn(...)`, after setting
+            Python values for the message or a flag at most: an opt-in diagnostic only the host can
+            act on; still flagged in a function handed to `register_hook`, which runs on every
+            backward, and when the block also changes tensors); a test on tensors handed to a
+            `torch.distributed` collective earlier in the function, or computed from them
+            (`dist.all_reduce(stop)` then `if stop > 0: break`: every process must take the same
+            branch, so each needs the agreed value on the host); a test whose block only returns
             a Python bool from a function declared `-> bool` (its callers need the answer on the host);
             a conditional expression, in no loop of its function, that returns one of Python
             constants (`return "positive" if label == 1 else "negative"`: the function's answer is

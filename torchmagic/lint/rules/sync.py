@@ -2628,9 +2628,92 @@ def _answers_the_host(ctx: Context, node: ast.If) -> bool:
         returns = getattr(fn, "returns", None)
         declared = isinstance(returns, ast.Name) and returns.id == "bool"
         return declared and isinstance(v, ast.Constant) and isinstance(v.value, bool)
-    return isinstance(body[-1], ast.Raise) and all(
+    if isinstance(body[-1], ast.Raise) and all(
         isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) for s in body[:-1]
+    ):
+        return True
+    # `if torch.isnan(x).any(): warnings.warn(...)`, `if bad.any(): n = int(bad.sum()); raise ...`:
+    # a diagnostic the host prints, logs or raises, and nothing else
+    return _reports_only(body) and _reports_only(node.orelse) and _reports_something(body)
+
+
+def _is_diagnostic(call: ast.Call) -> bool:
+    """`print(...)`, `warnings.warn(...)`, `logger.info(...)`, `metrics.log_scalar(...)`."""
+    if isinstance(call.func, ast.Name):
+        return call.func.id in ("print", "warn")
+    if not isinstance(call.func, ast.Attribute):
+        return False
+    if call.func.attr.startswith("log_"):
+        return True
+    owner = (terminal_name(call.func.value) or "").lower()
+    return call.func.attr in _LOG_METHODS and ("log" in owner or owner == "warnings")
+
+
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical"})
+
+
+def _host_value(node: ast.AST) -> bool:
+    """A Python value for a message or a flag: `True`, `f"..."`, `int(bad.sum().item())`."""
+    if isinstance(node, (ast.Constant, ast.JoinedStr)):
+        return True
+    if not isinstance(node, ast.Call):
+        return False
+    if isinstance(node.func, ast.Name):
+        return node.func.id in ("int", "float", "bool", "str", "len", "round")
+    return isinstance(node.func, ast.Attribute) and node.func.attr in ("item", "tolist")
+
+
+def _reports_only(body: list[ast.stmt]) -> bool:
+    """Every statement raises, prints, warns or logs, or sets a Python value for that."""
+    for s in body:
+        if isinstance(s, (ast.Raise, ast.Pass)):
+            continue
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _is_diagnostic(s.value):
+            continue
+        if (
+            isinstance(s, ast.Assign)
+            and all(isinstance(t, ast.Name) for t in s.targets)
+            and _host_value(s.value)
+        ):
+            continue
+        if isinstance(s, ast.If) and _reports_only(s.body) and _reports_only(s.orelse):
+            continue
+        return False
+    return True
+
+
+def _reports_something(body: list[ast.stmt]) -> bool:
+    return any(
+        isinstance(n, ast.Raise) or (isinstance(n, ast.Call) and _is_diagnostic(n))
+        for s in body
+        for n in ast.walk(s)
     )
+
+
+def _agreed_with_peers(ctx: Context, test: ast.AST) -> bool:
+    """Every tensor the test reads was handed to a `torch.distributed` collective earlier in the
+    function, or computed from one (`dist.all_reduce(stop)` then `if stop > 0: break`;
+    `max_size = max(sizes)` after `dist.all_gather(sizes, size)`): all processes must take the
+    same branch, so the host needs the agreed value, as every peer does."""
+    fn = ctx.enclosing_function()
+    tensors = _tensors_in(ctx, test)
+    if fn is None or not tensors or not all(isinstance(t, ast.Name) for t in tensors):
+        return False
+    shared: set[str] = set()
+    for n in sorted(
+        (n for n in ast.walk(fn) if isinstance(n, (ast.Call, ast.Assign)) and n.lineno < test.lineno),
+        key=lambda n: (n.lineno, n.col_offset),
+    ):
+        if isinstance(n, ast.Call) and terminal_name(n.func) in devices.COLLECTIVES:
+            shared |= {a.id for a in n.args if isinstance(a, ast.Name)}
+        elif (
+            isinstance(n, ast.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name)
+            and {m.id for m in ast.walk(n.value) if isinstance(m, ast.Name)} & shared
+        ):
+            shared.add(n.targets[0].id)
+    return all(t.id in shared for t in tensors)  # type: ignore[attr-defined]
 
 
 def _constant_answers(node: ast.AST) -> bool:
@@ -2730,6 +2813,8 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         return  # once per call of a function run once per fit, epoch or set-up, as far as this source shows
     if isinstance(node, ast.If) and _answers_the_host(ctx, node) and not _registered_as_hook(ctx):
         return  # `if not torch.isfinite(w).all(): raise ValueError(...)`: only the host can raise
+    if _agreed_with_peers(ctx, test):
+        return  # `dist.all_reduce(stop)` then `if stop > 0: break`: every process needs the agreed answer
     if _once_per_process(ctx):
         return  # `if "checked" not in log: ... log["checked"] = True`: the first call only
     if isinstance(node, ast.IfExp) and _returns_a_python_answer(ctx, node):
