@@ -38,8 +38,14 @@ RULES = [
         not_flagged="""
             the same calls outside loops; `.item()` on an obvious Python number; a read whose values
             are written to a file in the same pass (`save_image(img.cpu(), f"{i}.png")`,
-            `sf.write(path, wav.cpu().numpy(), sr)`, `Image.fromarray(a).save(p)`, also through names
-            bound from it): the file needs them on the host in that pass; reads in a loop that calls
+            `sf.write(path, wav.cpu().numpy(), sr)`, `Image.fromarray(a).save(p)`, `print(line,
+            file=fp)` to a file other than the console, also through names bound from it): the file
+            needs them on the host in that pass; a read whose host copy goes, in the same pass, into
+            a host library's computation whose result the pass binds and goes on with (`_, ids =
+            index.search(f.cpu().numpy(), 1)`, `csc_matrix.dot(v.cpu().numpy(), r)`, a detokenizer
+            given `tokens=hypo["tokens"].cpu()`; not a method of the class itself, torch or NumPy,
+            nor one that stores the value: `append`, `update`, `log_*`): the library needs the
+            values now, so the pass waits there in any case; reads in a loop that calls
             `input()`, which waits for a person on each pass; reads of the values a `torch.distributed`
             collective filled earlier in the function (`dist.all_gather(sizes, mine)` then
             `[s.item() for s in sizes]`): the first waits for the collective, the rest for nothing,

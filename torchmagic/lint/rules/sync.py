@@ -1741,6 +1741,54 @@ def _over_gathered_values(ctx: Context, loop: ast.AST) -> bool:
     )
 
 
+# methods that store or report a value rather than compute with it
+_KEEPERS = frozenset({"append", "extend", "insert", "add", "update", "put", "write", "set_postfix"})
+
+
+def _host_library_call(ctx: Context, call: ast.Call, bound: set[int]) -> bool:
+    """`index.search(...)`, `csc_matrix.dot(...)`, `utils.post_process_prediction(...)`: a
+    function or method of an object that is neither torch, NumPy, the class itself, a tensor nor
+    a module, whose result the code binds (`id` in `bound`) to go on with it."""
+    func = call.func
+    if id(call) not in bound or not isinstance(func, ast.Attribute):
+        return False
+    if func.attr in _KEEPERS or func.attr.startswith("log"):
+        return False
+    root = root_name(func)
+    if root is None or root == "self":
+        return False
+    qual = ctx.qualname(func) or ""
+    if qual.split(".")[0] in ("torch", "numpy", "np", "math", "builtins"):
+        return False
+    return ctx.kind(func.value) is None
+
+
+def _computed_with_on_the_host(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
+    """The host copy goes, in the same pass, into a host library's computation whose result the
+    pass goes on with (`_, ids = index.search(f.cpu().numpy(), 1)`, `m = csc_matrix.dot(v.cpu()
+    .numpy(), r)`, also through a name bound to the copy): the library needs the values on the
+    host now, so there is nothing to keep on the device."""
+    bound = {id(n.value) for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AnnAssign))}
+    value, holder = _consumer(ctx, call)
+    if isinstance(holder, ast.keyword):
+        at = next((i for i, n in enumerate(ctx.stack) if n is holder), 0)
+        holder = ctx.stack[at - 1] if at > 0 else None
+    if isinstance(holder, ast.Call) and holder is not call and _host_library_call(ctx, holder, bound):
+        return any(a is value for a in holder.args) or any(k.value is value for k in holder.keywords)
+    name = _bound_name(ctx, value, holder)
+    if name is None or not isinstance(holder, ast.Assign):
+        return False
+    return any(
+        isinstance(sub, ast.Call)
+        and sub.lineno > holder.lineno
+        and any(
+            isinstance(a, ast.Name) and a.id == name for a in [*sub.args, *(k.value for k in sub.keywords)]
+        )
+        and _host_library_call(ctx, sub, bound)
+        for sub in ast.walk(loop)
+    )
+
+
 def _waits_for_a_person(ctx: Context, loop: ast.AST) -> bool:
     """The loop reads the keyboard (`input(...)`) on each pass: an interactive loop."""
     return any(
@@ -1763,6 +1811,10 @@ def _writes_a_file(call: ast.Call) -> bool:
     name = terminal_name(func)
     if name in _FILE_WRITERS:
         return True
+    if name == "print":
+        # `print(line, file=fp)`: a line of an output file (the console streams are a log)
+        target = next((k.value for k in call.keywords if k.arg == "file"), None)
+        return target is not None and root_name(target) != "sys"
     if not isinstance(func, ast.Attribute) or name not in ("write", "save", "savez", "savetxt"):
         return False
     if root_name(func.value) in _FILE_MODULES:
@@ -1833,6 +1885,12 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
         return  # `save_image(img.cpu(), f"{i}.png")`: each result goes to a file in its own pass
     if _over_gathered_values(ctx, loop):
         return  # `dist.all_gather(sizes, mine)` then `[s.item() for s in sizes]`: the sizes the host allocates by
+    if _computed_with_on_the_host(ctx, loop, call):
+        # `_, ids = index.search(f.cpu().numpy(), 1)`: a host library needs this pass's values
+        _note_a_wait_the_host_needs(
+            ctx, call, call.func.value if isinstance(call.func, ast.Attribute) else None
+        )
+        return
     func = call.func
     value: ast.AST | None = None
     if isinstance(func, ast.Name):
