@@ -278,3 +278,33 @@ def declared_options(tree: ast.AST) -> dict[str, list[ast.expr | None]]:
             continue
         out.setdefault(dest, []).append(keyword(n, "default"))
     return out
+
+
+# functions that write one image, sound or array file from host memory
+_FILE_WRITERS = frozenset(
+    {"save_image", "imwrite", "imsave", "write_video", "write_png", "write_jpeg", "savefig", "write_wav"}
+)
+_FILE_MODULES = frozenset(
+    {"sf", "soundfile", "wavfile", "imageio", "iio", "cv2", "np", "numpy", "torchaudio"}
+)
+
+
+def writes_a_file(call: ast.Call) -> bool:
+    """`save_image(x, path)`, `sf.write(path, wav, sr)`, `Image.fromarray(a).save(p)`,
+    `print(line, file=fp)`: one call writes host values to a file."""
+    func = call.func
+    name = terminal_name(func)
+    if name in _FILE_WRITERS:
+        return True
+    if name == "print":
+        # `print(line, file=fp)`: a line of an output file (the console streams are a log)
+        target = next((k.value for k in call.keywords if k.arg == "file"), None)
+        return target is not None and root_name(target) != "sys"
+    if not isinstance(func, ast.Attribute) or name not in ("write", "save", "savez", "savetxt"):
+        return False
+    if root_name(func.value) in _FILE_MODULES:
+        return True
+    # `Image.fromarray(arr).save(path)`
+    return (
+        name == "save" and isinstance(func.value, ast.Call) and terminal_name(func.value.func) == "fromarray"
+    )

@@ -51,6 +51,7 @@ from ._common import (
     switches_grad_off,
     unparse,
     unparse_operand,
+    writes_a_file,
 )
 from ._flow import grad_off
 from .devices import _in_body, _tensorless_loss, cuda_flag_attribute, cuda_only, under_cuda_guard
@@ -1114,8 +1115,10 @@ def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
         return False
     holder, node = copy.holder, copy.node
     detached = _detached(call, copy)
-    if (ctx.qualname(holder.func) or "").startswith("numpy."):
-        return True
+    if (ctx.qualname(holder.func) or "").startswith("numpy.") or writes_a_file(holder):
+        return True  # `np.asarray(x.cpu())`, `save_image(img.cpu(), path)`: host code reads it
+    if detached and terminal_name(holder.func) in ("append", "extend"):
+        return True  # `TRACE.append(norm.detach().cpu())`: a record of values kept in host memory
     if not _plain_function(ctx, holder.func):
         return False
     fn = _source_function(ctx, holder.func)

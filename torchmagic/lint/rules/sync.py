@@ -69,6 +69,7 @@ from ._common import (
     root_name,
     unparse,
     unparse_operand,
+    writes_a_file,
 )
 
 # Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
@@ -1797,40 +1798,12 @@ def _waits_for_a_person(ctx: Context, loop: ast.AST) -> bool:
     )
 
 
-# functions that write one image, sound or array file from host memory
-_FILE_WRITERS = frozenset(
-    {"save_image", "imwrite", "imsave", "write_video", "write_png", "write_jpeg", "savefig", "write_wav"}
-)
-_FILE_MODULES = frozenset(
-    {"sf", "soundfile", "wavfile", "imageio", "iio", "cv2", "np", "numpy", "torchaudio"}
-)
-
-
-def _writes_a_file(call: ast.Call) -> bool:
-    func = call.func
-    name = terminal_name(func)
-    if name in _FILE_WRITERS:
-        return True
-    if name == "print":
-        # `print(line, file=fp)`: a line of an output file (the console streams are a log)
-        target = next((k.value for k in call.keywords if k.arg == "file"), None)
-        return target is not None and root_name(target) != "sys"
-    if not isinstance(func, ast.Attribute) or name not in ("write", "save", "savez", "savetxt"):
-        return False
-    if root_name(func.value) in _FILE_MODULES:
-        return True
-    # `Image.fromarray(arr).save(path)`
-    return (
-        name == "save" and isinstance(func.value, ast.Call) and terminal_name(func.value.func) == "fromarray"
-    )
-
-
 def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     """What the read brings to the host is written to a file in the same pass (`save_image(x.cpu(),
     f"{i}.png")`, `sf.write(path, wav.cpu().numpy(), sr)`, through names bound from it): the file
     needs the values of this pass on the host, so there is nothing to keep on the device."""
     for up in reversed(ctx.stack):
-        if isinstance(up, ast.Call) and up is not call and _writes_a_file(up):
+        if isinstance(up, ast.Call) and up is not call and writes_a_file(up):
             return True
         if isinstance(up, ast.stmt):
             break
@@ -1850,7 +1823,7 @@ def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
         for n in ast.walk(later):
             if (
                 isinstance(n, ast.Call)
-                and _writes_a_file(n)
+                and writes_a_file(n)
                 and any(isinstance(a, ast.Name) and a.id in names for arg in n.args for a in ast.walk(arg))
             ):
                 return True
