@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ..accelerator import ACCELERATOR, where
 from ..context import Context
@@ -169,6 +170,10 @@ _EFFECT_ROOTS = frozenset(
 _EFFECT_FUNCS = frozenset({"print", "open", "imshow", "imsave", "save_image", "savefig", "write", "writerow"})
 
 
+# `audio_write`, `save_audio`, `display`, `show_images`: a function named for an effect
+_EFFECT_WORDS = re.compile(r"(?:^|_)(?:write|save|display|show|plot|draw)(?:_|$)")
+
+
 def _call_root(func: ast.AST) -> str | None:
     while isinstance(func, (ast.Attribute, ast.Call, ast.Subscript)):
         func = func.func if isinstance(func, ast.Call) else func.value
@@ -190,7 +195,11 @@ def _only_side_effects(ctx: Context, body: list[ast.stmt], tensor: ast.AST) -> b
             if isinstance(sub, ast.Call):
                 f = sub.func
                 name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-                if name in _EFFECT_FUNCS or _call_root(f) in _EFFECT_ROOTS:
+                if (
+                    name in _EFFECT_FUNCS
+                    or _call_root(f) in _EFFECT_ROOTS
+                    or _EFFECT_WORDS.search(name or "")
+                ):
                     effect = True
     return effect
 
@@ -415,6 +424,8 @@ def _elements_are_objects(loop: ast.For) -> bool:
     if not isinstance(loop.target, ast.Name):
         return False
     name = loop.target.id
+    if any(_tested_as_a_container(n, name) for stmt in loop.body for n in ast.walk(stmt)):
+        return True  # `assert isinstance(fmap, list)`: the code says what each element is
     funcs = {id(n.func) for stmt in loop.body for n in ast.walk(stmt) if isinstance(n, ast.Call)}
     return any(
         isinstance(n, ast.Attribute)
@@ -424,6 +435,20 @@ def _elements_are_objects(loop: ast.For) -> bool:
         for stmt in loop.body
         for n in ast.walk(stmt)
     )
+
+
+def _tested_as_a_container(node: ast.AST, name: str) -> bool:
+    """`isinstance(name, list)`, `isinstance(name, (list, tuple))`."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "isinstance"
+        and len(node.args) == 2
+        and is_name(node.args[0], name)
+    ):
+        return False
+    kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+    return all(isinstance(k, ast.Name) and k.id in ("list", "tuple", "dict") for k in kinds)
 
 
 def _only_converts(loop: ast.For) -> bool:
