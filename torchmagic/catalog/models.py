@@ -168,8 +168,10 @@ RULES = [
             """,
         not_flagged="""
             `self.training` reads; `def train(self, mode=True)` overrides calling `super().train(mode)`;
-            calls in `__init__` (no caller has set a mode yet while the module is built; `self.train()`
-            there is a no-op); `self.eval()` in an inference entry point (`generate`, `predict`,
+            calls in `__init__` or `__setstate__` (no caller has set a mode yet while the module is built
+            or unpickled; `self.train()` there is a no-op); `self.eval()` after the same method loaded the
+            module's own weights (`self.load_state_dict(pretrained)`: a loader of pretrained weights hands
+            back a model ready for inference, as `from_pretrained` does); `self.eval()` in an inference entry point (`generate`, `predict`,
             `sample`, `synthesize`, `parse`, ...), which needs eval mode for what it returns, and the
             `self.train()` after it that puts training mode back on the way out; calls in a method that
             back-propagates or steps an optimizer itself (a whole training step); a mode saved and put

@@ -1510,6 +1510,20 @@ def _runs_its_own_step(fn: ast.AST) -> bool:
     return False
 
 
+def _loads_its_weights_before(fn: ast.AST, call: ast.Call) -> bool:
+    """The method loads the module's own weights (`self.load_state_dict(...)`) before the call:
+    a loader of pretrained weights, which hands back a model ready for inference, as
+    `from_pretrained` does."""
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "load_state_dict"
+        and is_name(n.func.value, "self")
+        and n.lineno < call.lineno
+        for n in ast.walk(fn)
+    )
+
+
 @check("TM103", calls={"train", "eval"})
 def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
@@ -1518,9 +1532,9 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
         # overriding train()/eval() (e.g. to freeze BatchNorm) or a `training` property
         # setter that forwards the mode is the sanctioned place
         return
-    if ctx.method == "__init__":
-        # while the module is being built no caller has set a mode yet: the call sets the
-        # starting mode (a no-op for `self.train()`, a new module is in training mode)
+    if ctx.method in ("__init__", "__setstate__"):
+        # while the module is being built (or unpickled) no caller has set a mode yet: the call
+        # sets the starting mode (a no-op for `self.train()`, a new module is in training mode)
         return
     recv = call.func.value
     is_self = isinstance(recv, ast.Name) and recv.id == "self"
@@ -1530,6 +1544,8 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     fn = ctx.frame.node
     if fn is not None and _runs_its_own_step(fn):
         return
+    if is_self and call.func.attr == "eval" and fn is not None and _loads_its_weights_before(fn, call):
+        return  # `self.load_state_dict(pretrained); self.eval()`: a pretrained model starts in eval mode
     if call.func.attr == "train" and _restores_a_saved_mode(ctx, call):
         return  # `was = self.ema.training` ... `self.ema.train(was)`: the caller's mode, put back
     if call.func.attr == "eval" and fn is not None and _put_back_later(ctx, fn, call):
