@@ -80,6 +80,8 @@ def _graph_names(ctx: Context, value: ast.AST, flow: Flow) -> set[str]:
         return set()
     if _rebound_off_the_graph(ctx.origin(value)):
         return set()  # `loss = loss.detach().cpu().numpy()` after the step: the name holds no graph
+    if ctx.kind(value) == PARAMETER:
+        return set()  # `for name, p in model.named_parameters()`: a leaf, which holds no graph
     if value.id in flow.direct or (ctx.is_tensor(value) and "loss" in value.id.lower()):
         return {value.id}
     return set()
