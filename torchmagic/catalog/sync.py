@@ -45,7 +45,12 @@ RULES = [
             index.search(f.cpu().numpy(), 1)`, `csc_matrix.dot(v.cpu().numpy(), r)`, a detokenizer
             given `tokens=hypo["tokens"].cpu()`; not a method of the class itself, torch or NumPy,
             nor one that stores the value: `append`, `update`, `log_*`): the library needs the
-            values now, so the pass waits there in any case; reads in a loop that calls
+            values now, so the pass waits there in any case; a read that is an argument of a
+            drawing call (`plt.plot(acts[:, i].cpu().numpy())`, `ax.imshow(img.cpu())`: the figure
+            needs the values, and drawing takes far longer than the wait; not `.item()` per element,
+            `ax.text(j, i, f"{sim[i, j].item():.3f}")`, which one `.tolist()` before the loop reads); reads in `__init__`,
+            `__setstate__`, `__getstate__`, `__reduce__` or `_load_from_state_dict` (once per object
+            built or restored, not per step); reads in a loop that calls
             `input()`, which waits for a person on each pass; reads of the values a `torch.distributed`
             collective filled earlier in the function (`dist.all_gather(sizes, mine)` then
             `[s.item() for s in sizes]`): the first waits for the collective, the rest for nothing,

@@ -1798,6 +1798,29 @@ def _waits_for_a_person(ctx: Context, loop: ast.AST) -> bool:
     )
 
 
+# receivers of drawing calls: `plt.plot(...)`, `ax.scatter(...)`, `sns.lineplot(...)`
+_PLOT_ROOTS = frozenset({"plt", "pyplot", "ax", "axs", "axes", "fig", "sns"})
+# methods that build an object while it is created or restored: once per object, not per step
+_LIFECYCLE_METHODS = frozenset(
+    {"__init__", "__setstate__", "__getstate__", "__reduce__", "_load_from_state_dict", "__post_init__"}
+)
+
+
+def _drawn_each_pass(ctx: Context, call: ast.Call) -> bool:
+    """The read's host copy is an argument of a drawing call in the same statement (`plt.plot(
+    acts[:, i].cpu().numpy(), ...)`, `ax.imshow(img.cpu())`): a figure needs the values on the
+    host, and drawing it takes far longer than the wait. Not one number per element
+    (`ax.text(j, i, f"{sim[i, j].item():.3f}")`), which one `.tolist()` before the loop reads."""
+    if terminal_name(call.func) == "item":
+        return False
+    for up in reversed(ctx.stack):
+        if isinstance(up, ast.Call) and up is not call and root_name(up.func) in _PLOT_ROOTS:
+            return True
+        if isinstance(up, ast.stmt):
+            return False
+    return False
+
+
 def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     """What the read brings to the host is written to a file in the same pass (`save_image(x.cpu(),
     f"{i}.png")`, `sf.write(path, wav.cpu().numpy(), sr)`, through names bound from it): the file
@@ -1854,6 +1877,10 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
         return  # `[s.item() if isinstance(s, Tensor) else s for s in splits]`: the Python values an API takes
     if _waits_for_a_person(ctx, loop):
         return  # `while True: text = input(...)`: each pass waits for someone typing, not the GPU
+    if _drawn_each_pass(ctx, call):
+        return  # `plt.plot(acts[:, i].cpu().numpy(), ...)` per panel: the figure needs the values
+    if ctx.method in _LIFECYCLE_METHODS:
+        return  # `__setstate__` moving each entry to the CPU: once per object restored, not per step
     if _written_out_each_pass(ctx, loop, call):
         return  # `save_image(img.cpu(), f"{i}.png")`: each result goes to a file in its own pass
     if _over_gathered_values(ctx, loop):
