@@ -56,6 +56,9 @@ RULES = [
                 preds = model(x)
             """,
         not_flagged="""
+            code that shards its model with FSDP (`torch.distributed.fsdp`, `fully_shard`, a wrapper
+            named for it): parameters are gathered and freed around each forward, which
+            `inference_mode` breaks when training resumes;
             blocks that mutate parameters (`p.copy_`, `p -= lr * p.grad`, init code), which need `no_grad`;
             a shape probe, a dry run on a `torch.rand`/`torch.zeros` dummy whose output is read only for
             its size (`y = encoder(torch.rand(2, *shape))`, then `y.shape[1]`): a lazy layer's first

@@ -9,6 +9,10 @@ inference tensors, and the next grad-enabled call in eval mode raises "Inference
 cannot be saved for backward". Its forward passes and marginal log-likelihoods also read GPU
 values on every call (Cholesky and conjugate-gradient checks, `.item()` in the variational
 strategy), so one more read per step in a GPyTorch loop adds no wait of its own.
+
+FSDP (`torch.distributed.fsdp`, `fully_shard`, wrappers named for it): parameters are gathered
+and freed around each forward, which `torch.inference_mode()` breaks (tensors made there cannot
+be updated in place later, and resharding does), so `no_grad` is the mode to evaluate in.
 """
 
 from __future__ import annotations
@@ -23,6 +27,15 @@ def _imports(ctx: Context, package: str) -> bool:
 def imports_rpc(ctx: Context) -> bool:
     """The code imports `torch.distributed.rpc`: its modules may run on other workers."""
     return _imports(ctx, "torch.distributed.rpc")
+
+
+def shards_parameters(ctx: Context) -> bool:
+    """The code shards its model with FSDP (`torch.distributed.fsdp`, `fully_shard`, or a
+    wrapper named for it: `FSDP2Wrapper`)."""
+    return _imports(ctx, "torch.distributed.fsdp") or any(
+        v.rsplit(".", 1)[-1] in ("fully_shard", "FullyShardedDataParallel") or "FSDP" in v.rsplit(".", 1)[-1]
+        for v in ctx.imports.values()
+    )
 
 
 def caches_predictions(ctx: Context) -> bool:

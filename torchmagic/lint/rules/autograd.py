@@ -258,6 +258,8 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
         return  # the forward may run remotely: the local grad mode does not govern it
     if libraries.caches_predictions(ctx):
         return  # GPyTorch caches prediction tensors on the model: inference tensors there break later calls
+    if libraries.shards_parameters(ctx):
+        return  # FSDP gathers and frees parameters around each forward: inference_mode breaks it
     if any(_mutates(ctx, stmt) for stmt in node.body) or not _runs_a_model(ctx, node.body):
         return
     if _enters_a_model_context(ctx, node):
