@@ -257,7 +257,8 @@ RULES = [
             tests on `.shape`, `.dim()`, `.numel()`, `len()`, `is None`, `== None`/`!= None` (a
             tensor compared with None answers a Python bool without reading data), Python numbers
             (also a `forward` parameter the body uses only as a count, a `range()`/`torch.arange()`
-            bound or compared with a `len()`: `assert 0 < stage <= len(self.stages)`);
+            bound or compared with a `len()`: `assert 0 < stage <= len(self.stages)`, or named as one:
+            `stage_number`, `layer_idx`, `num_steps`, `n_heads`);
             conditions on CPU tensors (live device, code with no accelerator path, a value a later
             `.numpy()` of the function reads with no `.cpu()`/`.to()` in between or anywhere on
             it, a torch function of a 0-dim CPU tensor such as `torch.pow(2, torch.log2(m))`, an

@@ -10,6 +10,7 @@ subscribed to it (by callee name, attribute name or node type).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -120,12 +121,17 @@ def steps_itself(loop: ast.AST) -> bool:
 _COUNT_CALLS = frozenset({"range", "arange"})
 
 
+# a parameter named as a count or an index: `unet_number`, `num_steps`, `layer_idx`, `n_heads`
+_COUNT_NAME = re.compile(r"(?:^|_)(?:num|number|idx|index|count)(?:_|$)|^n_")
+
+
 def _counts(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
     """A parameter the function uses as a Python count and never as a tensor: a bound of
     `range()`/`torch.arange()` (`torch.arange(j - i, j)`) or compared with a `len()`
     (`assert 0 < unet_number <= len(self.unets)`), with no attribute, method or subscript
-    of its own (`x.shape`, `x[0]`). Forward parameters are tensors unless the body says so."""
-    counted = False
+    of its own (`x.shape`, `x[0]`), or named as one (`unet_number`, `num_steps`, `layer_idx`,
+    `n_heads`). Forward parameters are tensors unless the body or the name says so."""
+    counted = _COUNT_NAME.search(name) is not None
     for sub in ast.walk(fn):
         if isinstance(sub, (ast.Attribute, ast.Subscript)) and is_name(sub.value, name):
             return False
