@@ -116,7 +116,8 @@ RULES = [
             `.tolist()`/`.numpy()`/`.item()`, also through a torch function of the copy,
             `torch.zeros_like(x.cpu()).numpy()`, or bound to a name the method reads that way: host-side indices from
             `.nonzero().cpu()`, or a copy that indexes a Python list, `model.transitions[best[i]]`); `.cpu()` whose copy is handed to host-side code: an argument of a NumPy function
-            (`np.asarray(x.cpu())`) or of a call that writes a file (`save_image(img.cpu(), path)`), a detached
+            (`np.asarray(x.cpu())`), the lengths of `pack_padded_sequence` (`lengths=lens.cpu()`, also through a
+            name bound to the copy: PyTorch requires them on the CPU) or an argument of a call that writes a file (`save_image(img.cpu(), path)`), a detached
             copy appended to a list (`TRACE.append(norm.detach().cpu())`: a record of values in host memory),
             an argument that a function of this source reads with
             `.item()`/`.tolist()`/`.numpy()`/`int(...)`, or a detached copy (`x.cpu().data`, `x.detach().cpu()`:

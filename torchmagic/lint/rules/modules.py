@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, TypeGuard
 from weakref import WeakKeyDictionary
 
@@ -1102,6 +1102,30 @@ def _only_handed_to_a_library(
     return handed > 0
 
 
+def _lengths_of_a_packing(ctx: Context, holder: ast.AST | None, node: ast.AST) -> bool:
+    """`pack_padded_sequence(x, lengths=lens.cpu(), ...)`, also through a name bound to the copy:
+    PyTorch requires the lengths on the CPU, whatever device the data is on."""
+    if isinstance(holder, ast.Call):
+        return _packs_with(ctx, holder, lambda a: a is node)
+    if not (
+        isinstance(holder, ast.Assign)
+        and len(holder.targets) == 1
+        and isinstance(holder.targets[0], ast.Name)
+    ):
+        return False
+    name, fn = holder.targets[0].id, ctx.frame.node
+    return fn is not None and any(
+        isinstance(n, ast.Call) and _packs_with(ctx, n, lambda a: is_name(a, name)) for n in ast.walk(fn)
+    )
+
+
+def _packs_with(ctx: Context, call: ast.Call, is_lengths: Callable[[ast.AST], bool]) -> bool:
+    if not (ctx.qualname(call.func) or "").endswith("pack_padded_sequence"):
+        return False
+    given = [kw.value for kw in call.keywords if kw.arg == "lengths"] + call.args[1:2]
+    return any(is_lengths(a) for a in given)
+
+
 def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
     """`build_targets(pred.cpu().data, ...)`, `np.asarray(x.cpu())`: a CPU copy handed to
     host-side code, not the module placing its tensors. The callee is NumPy, or a plain function
@@ -1111,6 +1135,8 @@ def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
     copy = _copy_of(ctx, call)
     if copy is not None and _named_copy_for_a_library(ctx, call, copy):
         return True
+    if copy is not None and _lengths_of_a_packing(ctx, copy.holder, copy.node):
+        return True  # `pack_padded_sequence(x, lens.cpu())`: the lengths must be on the CPU
     if copy is None or not _passed_to(copy.holder, copy.node):
         return False
     holder, node = copy.holder, copy.node
