@@ -220,6 +220,10 @@ RULES = [
                 y = model(x)
             """,
         not_flagged="""
+            a class with a backward pass of its own (another method runs `torch.autograd.backward` or
+            `torch.autograd.grad` under `torch.enable_grad()`, as a reversible block's `backward_pass`
+            does): its forward runs without a graph on purpose, to save the activations that backward
+            recomputes;
             a `with` block in the forward path that runs no layer of the module and does not return (no
             `self.<submodule>(...)`, `self(...)` or `self.forward(...)` in it): a teacher's targets computed from the
             inputs, a weight renormalised in place (`self.weight.copy_(...)`), a memory bank updated in place leave the
