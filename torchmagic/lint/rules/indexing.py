@@ -9,7 +9,7 @@ from ..accelerator import ACCELERATOR, where
 from ..context import Context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
-from ..nodes import is_name, sole_bindings, terminal_name
+from ..nodes import is_name, isinstance_test, sole_bindings, terminal_name
 from ..registry import check
 from ._common import over_unique_groups, unparse, unparse_operand
 
@@ -439,16 +439,10 @@ def _elements_are_objects(loop: ast.For) -> bool:
 
 def _tested_as_a_container(node: ast.AST, name: str) -> bool:
     """`isinstance(name, list)`, `isinstance(name, (list, tuple))`."""
-    if not (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "isinstance"
-        and len(node.args) == 2
-        and is_name(node.args[0], name)
-    ):
+    tested = isinstance_test(node)
+    if tested is None or tested[0] != name:
         return False
-    kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
-    return all(isinstance(k, ast.Name) and k.id in ("list", "tuple", "dict") for k in kinds)
+    return all(isinstance(k, ast.Name) and k.id in ("list", "tuple", "dict") for k in tested[1])
 
 
 def _only_converts(loop: ast.For) -> bool:

@@ -1742,7 +1742,7 @@ def _switched_to_eval_before(fn: ast.AST, call: ast.Call) -> bool:
     )
 
 
-def _back_propagates_itself(cls: ast.ClassDef) -> bool:
+def _back_propagates_itself(ctx: Context, cls: ast.ClassDef) -> bool:
     """Another method of the class runs a backward pass of its own (`torch.autograd.backward(fx,
     dx)` or `torch.autograd.grad(...)` under `torch.enable_grad()`), as a reversible block's
     `backward_pass` does: its forward runs without a graph on purpose, to save the activations
@@ -1752,7 +1752,7 @@ def _back_propagates_itself(cls: ast.ClassDef) -> bool:
             continue
         for n in ast.walk(fn):
             if isinstance(n, (ast.With, ast.AsyncWith)) and any(
-                terminal_name(_call_func(i.context_expr)) == "enable_grad" for i in n.items
+                grad_context(ctx, i.context_expr) == "enable_grad" for i in n.items
             ):
                 if any(
                     isinstance(c, ast.Call) and terminal_name(c.func) in ("backward", "grad")
@@ -1760,10 +1760,6 @@ def _back_propagates_itself(cls: ast.ClassDef) -> bool:
                 ):
                     return True
     return False
-
-
-def _call_func(node: ast.AST) -> ast.AST:
-    return node.func if isinstance(node, ast.Call) else node
 
 
 @check(
@@ -1805,7 +1801,7 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
         _runs_its_own_step(ctx.frame.node) or _returns_host_values(ctx.frame.node)
     ):
         return
-    if ctx.cls is not None and _back_propagates_itself(ctx.cls.node):
+    if ctx.cls is not None and _back_propagates_itself(ctx, ctx.cls.node):
         return  # a reversible block: forward without a graph, gradients recomputed in its own backward pass
     if isinstance(node, ast.Call):
         if grad_context(ctx, node) == "no_grad" and not isinstance(ctx.parent, ast.withitem):

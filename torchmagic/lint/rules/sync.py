@@ -1734,19 +1734,24 @@ def _over_gathered_values(ctx: Context, loop: ast.AST) -> bool:
     if not walked or fn is None:
         return False
     return any(
-        isinstance(n, ast.Call)
-        and n.lineno < loop.lineno
-        and terminal_name(n.func) in devices.COLLECTIVES
-        and any(isinstance(a, ast.Name) and a.id in walked for a in n.args)
+        isinstance(n, ast.Call) and n.lineno < loop.lineno and _collective_inputs(n) & walked
         for n in ast.walk(fn)
     )
+
+
+def _collective_inputs(call: ast.Call) -> set[str]:
+    """The plain names handed to a `torch.distributed` collective (`dist.all_reduce(stop)` ->
+    {"stop"}); empty for any other call."""
+    if terminal_name(call.func) not in devices.COLLECTIVES:
+        return set()
+    return {a.id for a in call.args if isinstance(a, ast.Name)}
 
 
 # methods that store or report a value rather than compute with it
 _KEEPERS = frozenset({"append", "extend", "insert", "add", "update", "put", "write", "set_postfix"})
 
 
-def _host_library_call(ctx: Context, call: ast.Call, bound: set[int]) -> bool:
+def _host_library_call(ctx: Context, call: ast.Call, bound: frozenset[int]) -> bool:
     """`index.search(...)`, `csc_matrix.dot(...)`, `utils.post_process_prediction(...)`: a
     function or method of an object that is neither torch, NumPy, the class itself, a tensor nor
     a module, whose result the code binds (`id` in `bound`) to go on with it."""
@@ -1764,12 +1769,18 @@ def _host_library_call(ctx: Context, call: ast.Call, bound: set[int]) -> bool:
     return ctx.kind(func.value) is None
 
 
+@per_node
+def _bound_values(loop: ast.AST) -> frozenset[int]:
+    """The ids of the values the loop's assignments bind, found once per loop."""
+    return frozenset(id(n.value) for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AnnAssign)))
+
+
 def _computed_with_on_the_host(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     """The host copy goes, in the same pass, into a host library's computation whose result the
     pass goes on with (`_, ids = index.search(f.cpu().numpy(), 1)`, `m = csc_matrix.dot(v.cpu()
     .numpy(), r)`, also through a name bound to the copy): the library needs the values on the
     host now, so there is nothing to keep on the device."""
-    bound = {id(n.value) for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AnnAssign))}
+    bound = _bound_values(loop)
     value, holder = _consumer(ctx, call)
     if isinstance(holder, ast.keyword):
         at = next((i for i, n in enumerate(ctx.stack) if n is holder), 0)
@@ -1813,8 +1824,13 @@ def _drawn_each_pass(ctx: Context, call: ast.Call) -> bool:
     (`ax.text(j, i, f"{sim[i, j].item():.3f}")`), which one `.tolist()` before the loop reads."""
     if terminal_name(call.func) == "item":
         return False
+    return _inside_a_call(ctx, call, lambda up: root_name(up.func) in _PLOT_ROOTS)
+
+
+def _inside_a_call(ctx: Context, call: ast.Call, matches: Callable[[ast.Call], bool]) -> bool:
+    """`call` is inside an argument of an enclosing call of the same statement that `matches`."""
     for up in reversed(ctx.stack):
-        if isinstance(up, ast.Call) and up is not call and root_name(up.func) in _PLOT_ROOTS:
+        if isinstance(up, ast.Call) and up is not call and matches(up):
             return True
         if isinstance(up, ast.stmt):
             return False
@@ -1825,11 +1841,8 @@ def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     """What the read brings to the host is written to a file in the same pass (`save_image(x.cpu(),
     f"{i}.png")`, `sf.write(path, wav.cpu().numpy(), sr)`, through names bound from it): the file
     needs the values of this pass on the host, so there is nothing to keep on the device."""
-    for up in reversed(ctx.stack):
-        if isinstance(up, ast.Call) and up is not call and writes_a_file(up):
-            return True
-        if isinstance(up, ast.stmt):
-            break
+    if _inside_a_call(ctx, call, writes_a_file):
+        return True
     stmt = ctx.statement()
     if stmt is None or not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         return False
@@ -2762,8 +2775,8 @@ def _agreed_with_peers(ctx: Context, test: ast.AST) -> bool:
         (n for n in ast.walk(fn) if isinstance(n, (ast.Call, ast.Assign)) and n.lineno < test.lineno),
         key=lambda n: (n.lineno, n.col_offset),
     ):
-        if isinstance(n, ast.Call) and terminal_name(n.func) in devices.COLLECTIVES:
-            shared |= {a.id for a in n.args if isinstance(a, ast.Name)}
+        if isinstance(n, ast.Call):
+            shared |= _collective_inputs(n)
         elif (
             isinstance(n, ast.Assign)
             and len(n.targets) == 1
