@@ -308,3 +308,32 @@ def writes_a_file(call: ast.Call) -> bool:
     return (
         name == "save" and isinstance(func.value, ast.Call) and terminal_name(func.value.func) == "fromarray"
     )
+
+
+_PACKERS = ("pack_padded_sequence", "pack_sequence")
+
+
+def packed_sequence(ctx: Context, node: ast.AST) -> bool:
+    """`x` in `x.data` is a `PackedSequence`, whose `.data` is a field (the packed tensor), not
+    `Tensor.data`: the enclosing function tests `isinstance(x, PackedSequence)`, or `x` was
+    built by `pack_padded_sequence`/`pack_sequence`."""
+    if not isinstance(node, ast.Name):
+        return False
+    value = ctx.origin(node)
+    if isinstance(value, ast.Call) and terminal_name(value.func) in _PACKERS:
+        return True
+    scope = ctx.enclosing_function()
+    if scope is None:
+        return False
+    for n in ast.walk(scope):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "isinstance"
+            and len(n.args) == 2
+            and isinstance(n.args[0], ast.Name)
+            and n.args[0].id == node.id
+            and any(terminal_name(t) == "PackedSequence" for t in ast.walk(n.args[1]))
+        ):
+            return True
+    return False

@@ -47,6 +47,7 @@ from ._common import (
     chain_nodes,
     chain_root,
     name_like,
+    packed_sequence,
     root_name,
     switches_grad_off,
     unparse,
@@ -1594,6 +1595,8 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
         return  # an eval-mode rollout, then the training phase, inside one algorithm step
     if is_sub and fn is not None and _assigned_before(fn, recv, call):
         return  # `self.model = load(...)` then `self.model.eval()`: the starting mode of a new part
+    if is_sub and _under_a_test_of_its_mode(ctx, recv):  # type: ignore[arg-type]
+        return  # `if not self.paraphraser.training: self.paraphraser.train()`: the mode this part must have
     if (
         is_sub
         and call.func.attr == "eval"
@@ -1606,6 +1609,20 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(call.func)}()` inside `{ctx.cls.name}.{ctx.method}` switches the mode the caller set.",  # type: ignore[union-attr]
         "Remove it and let the caller call `model.train()` / `model.eval()`.",
+    )
+
+
+def _under_a_test_of_its_mode(ctx: Context, part: ast.Attribute) -> bool:
+    """The switch sits under an `if` that reads the same part's `.training`: the class checks
+    the part's mode and sets the one the part must have, whatever mode the caller chose."""
+    want = ast.dump(part)
+    return any(
+        isinstance(anc, ast.If)
+        and any(
+            isinstance(n, ast.Attribute) and n.attr == "training" and ast.dump(n.value) == want
+            for n in ast.walk(anc.test)
+        )
+        for anc in ctx.stack
     )
 
 
@@ -1813,6 +1830,8 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
         return
     if not _cuts_the_output(ctx, node):
         return  # targets, statistics or in-place updates on the side: the output keeps its graph
+    if _under_a_role_switch(ctx) or _trains_other_parts_elsewhere(ctx, node):
+        return  # `if self.is_teacher: with torch.no_grad(): ...`: a partial freeze the caller cannot set
     for item in node.items:  # type: ignore[attr-defined]
         if grad_off(ctx, item.context_expr):
             ctx.flag(
@@ -1820,6 +1839,64 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
                 f"`with {unparse(item.context_expr)}` inside `{ctx.cls.name}.{ctx.method}` disables gradients inside the module.",  # type: ignore[union-attr]
                 hint,
             )
+
+
+def _under_a_role_switch(ctx: Context) -> bool:
+    """The block runs only under `if <flag>:` (`self.is_teacher`, `freeze_backbone`, `not
+    self.finetune`), a plain option of the class or the call rather than its training mode:
+    the author offers both behaviours, and the caller picks one by the flag, not by wrapping."""
+    for anc in reversed(ctx.stack[:-1]):
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return False
+        if not isinstance(anc, ast.If):
+            continue
+        test = anc.test.operand if isinstance(anc.test, ast.UnaryOp) else anc.test
+        name = terminal_name(test) if isinstance(test, (ast.Name, ast.Attribute)) else None
+        if (
+            name is not None
+            and name != "training"
+            and (
+                isinstance(test, ast.Name) or is_name(test.value, "self")  # type: ignore[attr-defined]
+            )
+        ):
+            return True
+    return False
+
+
+def _trains_other_parts_elsewhere(ctx: Context, block: ast.AST) -> bool:
+    """`forward` runs `self.teacher_model` under `no_grad`, and another method of the class
+    (`secondary_forward`) runs a part that `forward` never calls, with gradients on: the class
+    freezes one part and trains another, which no caller-side `no_grad` could express."""
+    fn = ctx.frame.node
+    if fn is None or ctx.cls is None:
+        return False
+    in_forward = {self_attr_name(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)} - {None}
+    for method in ctx.class_methods():
+        if method is fn or method.name == "__init__" or any(grad_off(ctx, d) for d in method.decorator_list):
+            continue
+        for n in own_nodes(method):
+            if not isinstance(n, ast.Call):
+                continue
+            part = self_attr_name(n.func)
+            if (
+                part is not None
+                and part not in in_forward
+                and part in ctx.cls.attrs
+                and ctx.cls.attrs[part] in (MODULE, None)
+                and not _turns_grad_off_around(ctx, method, n)
+            ):
+                return True
+    return False
+
+
+def _turns_grad_off_around(ctx: Context, fn: ast.AST, call: ast.Call) -> bool:
+    """`call` sits inside a `with torch.no_grad()` (or `inference_mode`) block of `fn`."""
+    return any(
+        isinstance(w, (ast.With, ast.AsyncWith))
+        and any(grad_off(ctx, item.context_expr) for item in w.items)
+        and any(n is call for n in ast.walk(w))
+        for w in ast.walk(fn)
+    )
 
 
 def _trains_nothing_through(
@@ -2572,6 +2649,8 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
         return  # `self.a = self.a.type_as(x)` in forward: the class moves it itself
     if _scalar_constant(ctx, node.value):
         return  # `torch.tensor(0.0625)`: a 0-dim CPU constant mixes with tensors on any device
+    if _used_only_while_built(ctx, target.attr):
+        return  # `self.unigrams = torch.ones(n)` only feeds other state built in `__init__`
     state["seen"].add(target.attr)
     hint = f'`self.register_buffer("{target.attr}", {unparse(node.value, 40)})`, or `nn.Parameter(...)` if it should be trained.'
     if placed:
@@ -2587,6 +2666,22 @@ def tensor_attribute_not_buffer(node: ast.Assign | ast.AnnAssign, ctx: Context) 
         f"`self.{target.attr}` holds a plain tensor: it will not follow `model.to(device)` and is missing from `state_dict()`.",
         hint,
     )
+
+
+def _used_only_while_built(ctx: Context, attr: str) -> bool:
+    """`self.<attr>` is read in this `__init__` and appears nowhere else in the file or notebook
+    (no `getattr` names it either): the tensor only helps build other state, so neither
+    `.to(device)` nor `state_dict()` ever needs it. An attribute nothing here reads may be read
+    by other files: it is not exempt."""
+    fn = ctx.frame.node
+    if fn is None:
+        return False
+    mention = re.compile(rf"\.{re.escape(attr)}\b|[\"']{re.escape(attr)}[\"']")
+    here = len(mention.findall(_COMMENT.sub("", ast.get_source_segment("\n".join(ctx.lines), fn) or "")))
+    return here >= 2 and len(mention.findall(_COMMENT.sub("", ctx.document))) == here
+
+
+_COMMENT = re.compile(r"#[^\n'\"]*$", re.MULTILINE)  # a trailing comment without quotes in it
 
 
 def _init_step_to_a_parameter(ctx: Context, node: ast.AST, attr: str) -> bool:
@@ -3679,7 +3774,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         if _write_through(ctx, node):
             return  # `x.data[i] = v`, `x.data.fill_(v)`: a write (TM403's), no read is detached
         expr, what = node.value, ".data"  # type: ignore[attr-defined]
-        if ctx.kind(expr) not in TENSOR_KINDS:
+        if ctx.kind(expr) not in TENSOR_KINDS or packed_sequence(ctx, expr):
             return
         if _not_a_stop_gradient(ctx, node):  # type: ignore[arg-type]
             return
