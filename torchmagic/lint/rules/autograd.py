@@ -29,13 +29,24 @@ from ..kinds import (
     TENSOR,
     TENSOR_METADATA,
 )
-from ..nodes import COMPREHENSIONS, LOOPS, block_of, node_text, parents_of, per_node, remember, terminal_name
+from ..nodes import (
+    COMPREHENSIONS,
+    LOOPS,
+    block_of,
+    is_name,
+    node_text,
+    parents_of,
+    per_node,
+    remember,
+    terminal_name,
+)
 from ..registry import check
 from ._common import (
     call_chain,
     chain_root,
     live_function,
     name_like,
+    packed_sequence,
     receiver,
     root_name,
     switches_grad_off,
@@ -904,6 +915,92 @@ def _in_conversion_swap(ctx: Context) -> bool:
     return False
 
 
+def _saved_for_a_swap(ctx: Context, node: ast.Attribute) -> bool:
+    """`saved.append(param.data)` in a function that later puts each saved tensor back with
+    `param.data = s` (for `s` in `saved`): the original storage, kept for the swap back."""
+    parent = ctx.parent
+    if not (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Attribute)
+        and parent.func.attr == "append"
+        and isinstance(parent.func.value, ast.Name)
+        and parent.args == [node]
+    ):
+        return False
+    saved = parent.func.value.id
+    scope = ctx.enclosing_function() or (ctx.stack[0] if ctx.stack else None)
+    for loop in ast.walk(scope) if scope is not None else ():
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        lists = (
+            loop.iter.args
+            if isinstance(loop.iter, ast.Call) and is_name(loop.iter.func, "zip")
+            else [loop.iter]
+        )
+        if not any(is_name(a, saved) for a in lists):
+            continue
+        targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+        if any(
+            isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Attribute) and t.attr == "data" for t in n.targets)
+            and isinstance(n.value, ast.Name)
+            and n.value.id in targets
+            for n in ast.walk(loop)
+        ):
+            return True
+    return False
+
+
+def _original_saved_first(ctx: Context, owner: str) -> bool:
+    """`saved.append(param.data)` earlier in the same loop body, then `param.data = avg`: the
+    original storage is kept to be put back, so this is a swap, not a write of new values."""
+    loop = ctx.loops[-1].node if ctx.loops else None
+    stmt = ctx.statement()
+    if loop is None or stmt is None:
+        return False
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "append"
+        and len(n.args) == 1
+        and isinstance(n.args[0], ast.Attribute)
+        and n.args[0].attr == "data"
+        and ast.unparse(n.args[0].value) == owner
+        and n.lineno < stmt.lineno
+        for n in ast.walk(loop)
+    )
+
+
+def _restores_saved_data(ctx: Context, value: ast.AST) -> bool:
+    """`param.data = param_data` where `param_data` comes from a list the function filled with
+    `.data` reads (`saved.append(param.data)`), or is itself a saved `x.data`: the code put
+    other storage in place (a moving average swapped in for validation) and now puts the
+    original tensor back. Only rebinding does that: `copy_` would overwrite the swapped-in
+    tensor, and the two never share storage again."""
+    if not isinstance(value, ast.Name):
+        return False
+    origin = ctx.origin(value)
+    if isinstance(origin, ast.Attribute) and origin.attr == "data":
+        return True
+    source = ctx.loop_source(value.id)
+    if source is None:
+        return False
+    lists = source.args if isinstance(source, ast.Call) and is_name(source.func, "zip") else [source]
+    names = {a.id for a in lists if isinstance(a, ast.Name)}
+    scope = ctx.enclosing_function() or (ctx.stack[0] if ctx.stack else None)
+    return scope is not None and any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "append"
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id in names
+        and len(n.args) == 1
+        and isinstance(n.args[0], ast.Attribute)
+        and n.args[0].attr == "data"
+        for n in ast.walk(scope)
+    )
+
+
 def _swap_kind(ctx: Context, value: ast.AST, owner: str, depth: int = 0) -> str:
     """ "same": built from the owner by elementwise ops (same shape, dtype, device); "convert":
     a conversion or a function the linter cannot see (`fn(p.data)`, `p.to(dtype)`); "other"."""
@@ -1268,11 +1365,11 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
     if isinstance(parent, ast.Call) and parent.func is node:
         return  # `obj.data(...)` is a method, not the tensor attribute
     owner_node = node.value
-    if not _tensor_owner(ctx, owner_node, node):
-        return
+    if not _tensor_owner(ctx, owner_node, node) or packed_sequence(ctx, owner_node):
+        return  # not a tensor, or a `PackedSequence`'s field
     owner = unparse_operand(owner_node, 40)
-    if isinstance(node.ctx, ast.Load) and _in_conversion_swap(ctx):
-        return  # `p.data = fn(p.data)`: the read is part of the swap
+    if isinstance(node.ctx, ast.Load) and (_in_conversion_swap(ctx) or _saved_for_a_swap(ctx, node)):
+        return  # `p.data = fn(p.data)`, `saved.append(p.data)`: the read is part of a swap
     grand = ctx.stack[-2] if len(ctx.stack) >= 2 else None
     method = (
         parent.attr
@@ -1409,6 +1506,8 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         return
     if isinstance(node.ctx, ast.Store):
         value = _assigned_value(ctx)
+        if value is not None and (_restores_saved_data(ctx, value) or _original_saved_first(ctx, owner)):
+            return  # a swap of storage (and its undoing): `copy_` would overwrite the saved or swapped-in tensor
         swap = _swap_kind(ctx, value, owner) if value is not None else "other"
         if swap == "convert":
             return  # a deliberate swap of dtype, device or layout: `.data =` is the only way to do it
@@ -1759,8 +1858,24 @@ def _body_nodes(loop: ast.AST, ctx: Context, guarded: bool = False) -> Iterator[
             continue
         if isinstance(node, (ast.With, ast.AsyncWith)):
             g = g or any(disables_grad(ctx, i.context_expr) for i in node.items)
+        if isinstance(node, ast.Try) and not g and _tries_without_grad_first(ctx, node):
+            # `try: with no_grad(): out = model(x)` / `except RuntimeError: out = model(x)`: the
+            # handler is the fallback for models whose forward needs autograd
+            yield node, g
+            todo.extend((child, True) for child in reversed(node.handlers))
+            todo.extend((child, g) for child in reversed([*node.body, *node.orelse, *node.finalbody]))
+            continue
         yield node, g
         todo.extend((child, g) for child in reversed(list(ast.iter_child_nodes(node))))
+
+
+def _tries_without_grad_first(ctx: Context, node: ast.Try) -> bool:
+    """The `try` body is one `no_grad`-like block: its handlers are the fallback with grad on."""
+    return (
+        len(node.body) == 1
+        and isinstance(node.body[0], (ast.With, ast.AsyncWith))
+        and any(disables_grad(ctx, i.context_expr) for i in node.body[0].items)
+    )
 
 
 _FN_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
