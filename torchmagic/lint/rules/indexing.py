@@ -286,6 +286,7 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
             or _few_leading(it)
             or _elements_are_objects(node)
             or _only_converts(node)
+            or _reads_only_metadata(node)
         ):
             return
         if _only_side_effects(ctx, node.body, it) or _copies_blocks(node) or _sums_whole_steps(node):
@@ -443,6 +444,30 @@ def _tested_as_a_container(node: ast.AST, name: str) -> bool:
     if tested is None or tested[0] != name:
         return False
     return all(isinstance(k, ast.Name) and k.id in ("list", "tuple", "dict") for k in tested[1])
+
+
+_METADATA_READS = frozenset({"shape", "dtype", "device", "ndim", "size", "dim", "numel"})
+
+
+def _reads_only_metadata(loop: ast.For) -> bool:
+    """`for img in images: sizes.append(img.shape[-2:])`: the body reads only each element's
+    shape, dtype or device. The rows of one tensor all share those, so the loop walks a list of
+    tensors of varied sizes, and there is no per-row arithmetic to vectorise."""
+    if not isinstance(loop.target, ast.Name):
+        return False
+    name = loop.target.id
+    uses = [n for stmt in loop.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == name]
+    if not uses:
+        return False
+    parents = {id(c): p for stmt in loop.body for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
+    for use in uses:
+        up = parents.get(id(use))
+        if isinstance(up, ast.Attribute) and up.attr in _METADATA_READS:
+            continue
+        if isinstance(up, ast.Call) and is_name(up.func, "len") and up.args == [use]:
+            continue
+        return False
+    return True
 
 
 def _only_converts(loop: ast.For) -> bool:
