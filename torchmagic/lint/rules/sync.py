@@ -46,6 +46,7 @@ from ..nodes import (
     block_of,
     constant_or_len,
     enclosing_blocks,
+    is_name,
     isinstance_test,
     keyword,
     own_nodes,
@@ -2708,6 +2709,19 @@ def _answers_the_host(ctx: Context, node: ast.If) -> bool:
     return _reports_only(body) and _reports_only(node.orelse) and _reports_something(body)
 
 
+def _logs_names_only(stmt: ast.stmt) -> bool:
+    """`logger.info("size %s", step_size)`: a log call of constants and plain names, which
+    computes nothing on a device."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return (
+        isinstance(call, ast.Call)
+        and _is_diagnostic(call)
+        and all(
+            isinstance(a, (ast.Constant, ast.Name)) for a in [*call.args, *(k.value for k in call.keywords)]
+        )
+    )
+
+
 def _is_diagnostic(call: ast.Call) -> bool:
     """`print(...)`, `warnings.warn(...)`, `logger.info(...)`, `metrics.log_scalar(...)`."""
     if isinstance(call.func, ast.Name):
@@ -2842,29 +2856,65 @@ def _once_per_process(ctx: Context) -> bool:
 
 
 def _read_by_the_statement_before(ctx: Context, node: ast.AST, test: ast.AST) -> bool:
-    """The statement just before this one printed or copied to the host every tensor the test
-    reads (`print(f"error: {err:.2e}")` then `assert err < 1e-4`), and the test computes
-    nothing new: the wait happened there, and the test finds the GPU queue empty."""
-    found = block_of(ctx.parent, node) if ctx.parent is not None else None
-    if found is None or found[1] == 0:
-        return False
-    before = found[0][found[1] - 1]
-    if not isinstance(before, _SIMPLE):
-        return False
+    """The statements just before this one printed or copied to the host every tensor the test
+    reads (`print(f"error: {err:.2e}")` then `assert err < 1e-4`; `improve = float(gain) - ...`,
+    a log of `float(kl)`, then `if not torch.isfinite(gain):` and `elif` tests of the same
+    chain), and the test computes nothing new: the wait happened there, and the test finds the
+    GPU queue empty. Looks back over the run of statements that each read something to the
+    host; a statement that reads nothing may have queued new work, and ends the run."""
     tensors = _tensors_in(ctx, test)
-    if not tensors or not all(isinstance(t, (ast.Name, ast.Attribute)) for t in tensors):
+    wanted: set[str] = set()
+    todo = list(tensors)
+    while todo:  # the values the test reads, through calls on them (`torch.isfinite(gain)`)
+        t = todo.pop()
+        if isinstance(t, (ast.Name, ast.Attribute)):
+            wanted.add(ast.unparse(t))
+        elif isinstance(t, ast.Call) and not t.keywords:
+            todo.extend(t.args)
+            if isinstance(t.func, ast.Attribute) and ctx.resolve_import(root_name(t.func) or "") is None:
+                todo.append(t.func.value)  # `gain.isfinite()`
+        elif isinstance(t, (ast.Compare, ast.BinOp, ast.UnaryOp, ast.BoolOp)):
+            todo.extend(ast.iter_child_nodes(t))
+        elif not isinstance(t, (ast.Constant, ast.cmpop, ast.operator, ast.unaryop, ast.boolop)):
+            return False  # a subscript, a comprehension: not a value read whole
+    if not wanted:
         return False
-    synced = _synced_by(ctx, before)
-    for call in (n for n in ast.walk(before) if isinstance(n, ast.Call)):
-        for arg in call.args:
-            if isinstance(arg, ast.JoinedStr):
-                synced |= {
-                    ast.unparse(part.value)
-                    for part in arg.values
-                    if isinstance(part, ast.FormattedValue)
-                    and isinstance(part.value, (ast.Name, ast.Attribute))
-                }
-    return all(ast.unparse(t) in synced for t in tensors) and not (_rebinds(before) & synced)
+    at, depth = node, len(ctx.stack) - 1
+    found = block_of(ctx.stack[depth], at) if depth >= 0 else None
+    while found is not None and found[1] == 0 and depth >= 1:
+        owner = ctx.stack[depth]
+        if not (isinstance(owner, ast.If) and owner.orelse == [at]):
+            return False
+        at, depth = owner, depth - 1  # an `elif`: what ran before the chain ran before it
+        found = block_of(ctx.stack[depth], at)
+    if found is None:
+        return False
+    synced: set[str] = set()
+    for before in reversed(found[0][: found[1]]):
+        if not isinstance(before, _SIMPLE):
+            return False
+        if _rebinds(before) & wanted - synced:
+            return False  # bound anew here, after any read further up
+        here = _synced_by(ctx, before)
+        for call in (n for n in ast.walk(before) if isinstance(n, ast.Call)):
+            if is_name(call.func, "float") and len(call.args) == 1:
+                here.add(ast.unparse(call.args[0]))  # `float(gain)`: its value, copied to the host
+            for arg in call.args:
+                if isinstance(arg, ast.JoinedStr):
+                    here |= {
+                        ast.unparse(part.value)
+                        for part in arg.values
+                        if isinstance(part, ast.FormattedValue)
+                        and isinstance(part.value, (ast.Name, ast.Attribute))
+                    }
+        if not here:
+            if _logs_names_only(before):
+                continue  # `logger.info("step %s", step_size)`: queues nothing on the GPU
+            return False
+        synced |= here
+        if wanted <= synced:
+            return True
+    return False
 
 
 @check("TM302", nodes=(ast.If, ast.While, ast.Assert, ast.IfExp))
