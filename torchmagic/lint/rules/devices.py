@@ -54,19 +54,38 @@ _DEVICE_SELECTION_HINT = (
 
 def _names_cuda_flag(test: ast.AST) -> bool:
     """A test that asks whether to use CUDA: `cuda`, `args.cuda`, `use_cuda`, `not args.no_cuda`,
-    `torch.cuda.is_available()`, `args.ngpu > 0`, `device.type == "cuda"`."""
+    `torch.cuda.is_available()`, `args.ngpu > 0`, `device.type == "cuda"`, `cfg.device == "gpu"`."""
     for sub in ast.walk(test):
         text = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
         low = text.lower()
         if "cuda" in low or "gpu" in low:
             return True
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value.startswith("cuda"):
-            return True
+        if (
+            isinstance(sub, ast.Constant)
+            and isinstance(sub.value, str)
+            and sub.value.lower().startswith(("cuda", "gpu"))
+        ):
+            return True  # `configs.run.device == "gpu"`
         if isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant):
             key = str(sub.slice.value).lower()
             if "cuda" in key or "gpu" in key:
                 return True  # `conf["use_gpu"]`
     return False
+
+
+_CPU_SWITCHES = frozenset({"cpu", "use_cpu", "cpu_only", "only_cpu", "force_cpu", "on_cpu"})
+
+
+def _off_branch_of_a_cpu_switch(branch: ast.If | ast.IfExp, child: ast.AST) -> bool:
+    """`if not cfg.common.cpu: model.cuda()`, or the `else` of `if args.cpu:`: the CPU switch
+    the user sets, read the other way round."""
+    test, negated = branch.test, False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else ""
+    if name.lower() not in _CPU_SWITCHES:
+        return False
+    return _in_body(branch, child) == negated
 
 
 def cuda_flag_attribute(ctx: Context, test: ast.AST) -> bool:
@@ -102,7 +121,7 @@ def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
     for anc, child in zip(path, path[1:]):
         if not isinstance(anc, (ast.If, ast.IfExp)) or child is anc.test:
             continue
-        if _names_cuda_flag(anc.test):
+        if _names_cuda_flag(anc.test) or _off_branch_of_a_cpu_switch(anc, child):
             return True
         if _in_body(anc, child) and cuda_flag_attribute(ctx, anc.test):
             return True  # the `else` of `if self.dp:` is the CPU branch: a `.cuda()` there is a slip
