@@ -10,7 +10,7 @@ import types
 
 from ..context import Context
 from ..kinds import DEVICE, TENSOR_KINDS
-from ..nodes import is_atom, keyword, move_target, per_node, terminal_name
+from ..nodes import is_atom, isinstance_test, keyword, move_target, per_node, terminal_name
 
 CUDA_PREFIX = "cuda"
 
@@ -326,14 +326,8 @@ def packed_sequence(ctx: Context, node: ast.AST) -> bool:
     if scope is None:
         return False
     for n in ast.walk(scope):
-        if (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Name)
-            and n.func.id == "isinstance"
-            and len(n.args) == 2
-            and isinstance(n.args[0], ast.Name)
-            and n.args[0].id == node.id
-            and any(terminal_name(t) == "PackedSequence" for t in ast.walk(n.args[1]))
-        ):
-            return True
+        tested = isinstance_test(n)
+        if tested is not None and tested[0] == node.id:
+            if any(terminal_name(t) == "PackedSequence" for t in tested[1]):
+                return True
     return False

@@ -919,15 +919,10 @@ def _saved_for_a_swap(ctx: Context, node: ast.Attribute) -> bool:
     """`saved.append(param.data)` in a function that later puts each saved tensor back with
     `param.data = s` (for `s` in `saved`): the original storage, kept for the swap back."""
     parent = ctx.parent
-    if not (
-        isinstance(parent, ast.Call)
-        and isinstance(parent.func, ast.Attribute)
-        and parent.func.attr == "append"
-        and isinstance(parent.func.value, ast.Name)
-        and parent.args == [node]
-    ):
+    found = _saved_data(parent) if parent is not None else None
+    if found is None or parent.args[0] is not node:  # type: ignore[union-attr]
         return False
-    saved = parent.func.value.id
+    saved = found[0]
     scope = ctx.enclosing_function() or (ctx.stack[0] if ctx.stack else None)
     for loop in ast.walk(scope) if scope is not None else ():
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
@@ -959,16 +954,24 @@ def _original_saved_first(ctx: Context, owner: str) -> bool:
     if loop is None or stmt is None:
         return False
     return any(
-        isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and n.func.attr == "append"
-        and len(n.args) == 1
-        and isinstance(n.args[0], ast.Attribute)
-        and n.args[0].attr == "data"
-        and ast.unparse(n.args[0].value) == owner
-        and n.lineno < stmt.lineno
+        (saved := _saved_data(n)) is not None and ast.unparse(saved[1]) == owner and n.lineno < stmt.lineno
         for n in ast.walk(loop)
     )
+
+
+def _saved_data(node: ast.AST) -> tuple[str, ast.AST] | None:
+    """`saved.append(p.data)` -> ("saved", p)."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "append"
+        and isinstance(node.func.value, ast.Name)
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Attribute)
+        and node.args[0].attr == "data"
+    ):
+        return node.func.value.id, node.args[0].value
+    return None
 
 
 def _restores_saved_data(ctx: Context, value: ast.AST) -> bool:
@@ -989,15 +992,7 @@ def _restores_saved_data(ctx: Context, value: ast.AST) -> bool:
     names = {a.id for a in lists if isinstance(a, ast.Name)}
     scope = ctx.enclosing_function() or (ctx.stack[0] if ctx.stack else None)
     return scope is not None and any(
-        isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and n.func.attr == "append"
-        and isinstance(n.func.value, ast.Name)
-        and n.func.value.id in names
-        and len(n.args) == 1
-        and isinstance(n.args[0], ast.Attribute)
-        and n.args[0].attr == "data"
-        for n in ast.walk(scope)
+        (saved := _saved_data(n)) is not None and saved[0] in names for n in ast.walk(scope)
     )
 
 
