@@ -72,6 +72,7 @@ from ._common import (
     unparse_operand,
     writes_a_file,
 )
+from ._flow import is_backward
 
 # Receivers that are certainly not tensors: `.item()`/`.tolist()` on them is no GPU sync.
 _NOT_TENSOR = frozenset(
@@ -1361,6 +1362,36 @@ def _read_earlier_in_iteration(ctx: Context, before: list[ast.AST], keys: set[st
     return keys <= synced
 
 
+def _waits_earlier_for_a_shape(ctx: Context, before: list[ast.AST]) -> bool:
+    """Earlier in the same iteration, an operation whose output size depends on the values
+    (`pred[~mask]`, `x.nonzero()`, `torch.unique(...)`) makes the host wait on every iteration
+    anyway, and the algorithm needs it: that wait is the iteration's, and a read after it adds
+    a copy of a value, not a second stall worth its own finding. Only in a loop that runs a
+    model per iteration (a forward pass or a backward), where that wait sits among the step's
+    own work; a loop of masked reductions alone (per-class metrics) is what its reads make slow."""
+    loop = ctx.loops[-1].node if ctx.loops else None
+    if loop is None or not any(
+        isinstance(n, ast.Call) and (is_backward(ctx, n) or ctx.kind(n.func) == MODULE)
+        for n in ast.walk(loop)
+    ):
+        return False
+    for node in before:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load):
+                if _is_mask_expr(ctx, n.slice) and accelerator.where(ctx, n.value) != accelerator.CPU:
+                    if ctx.is_tensor(n.value) or ctx.kind(n.value) is None:
+                        return True
+            elif isinstance(n, ast.Call) and terminal_name(n.func) in _SIZED_BY_VALUES:
+                if not (terminal_name(n.func) == "where" and len(n.args) != 1):
+                    return True
+    return False
+
+
+_SIZED_BY_VALUES = frozenset(
+    {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "where"}
+)
+
+
 def _scaled_in_place(ctx: Context, node: ast.AST) -> set[str]:
     """`loss = loss / len(batch_group)`, `loss /= accum`: a value scaled by a host number, one
     tiny kernel on what was already read; reading it again waits for next to nothing."""
@@ -1960,6 +1991,7 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
         keys = _read_keys(ctx, value)
         if before is not None and (
             _read_earlier_in_iteration(ctx, before, keys)
+            or _waits_earlier_for_a_shape(ctx, before)
             or _right_after_a_read(ctx, before, value, keys)
             or _drained_before_inner_loop(ctx, value, keys)
             or _after_a_read_in_statement(ctx, call, value)
