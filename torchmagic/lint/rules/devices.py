@@ -512,6 +512,10 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
         return  # a table the package ships beside its code, loaded on every user's machine
     if _from_a_local_process(ctx, f):
         return  # bytes a child process on this machine just wrote: its devices are this machine's
+    if into is not None and _NUMBERS_ONLY.search(into.rsplit(".", 1)[-1]):
+        return  # a scheduler's or grad scaler's state: Python numbers, nothing placed on a device
+    if _other_branch_maps_it(ctx, f):
+        return  # `if torch.cuda.is_available(): torch.load(p)` / `else: torch.load(p, map_location=cpu)`
     target = "device" if ctx.defined("device") else None
     files.loads.append(
         _Load(
@@ -526,6 +530,40 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
             _name_template(_file_node(ctx, f)),
         )
     )
+
+
+# `self.lr_scheduler`, `scaler`, `apex.amp`: objects whose state dicts hold numbers only
+_NUMBERS_ONLY = re.compile(r"(sched|scaler$|^amp$)", re.IGNORECASE)
+
+
+def _other_branch_maps_it(ctx: Context, f: ast.AST | None) -> bool:
+    """The load sits in the body of `if torch.cuda.is_available():`, and the `else` loads the
+    same file with `map_location`: the author chose the placement for each case, and the plain
+    load runs only where CUDA is. (Under `if args.gpu is None:` the plain load also runs on a
+    machine without one: that stays a finding.)"""
+    if f is None:
+        return False
+    want = ast.unparse(f)
+    path = [*ctx.stack]
+    for anc, child in zip(reversed(path[:-1]), reversed(path[1:])):
+        if not isinstance(anc, ast.If) or child not in anc.body or not anc.orelse:
+            continue
+        if not any(
+            isinstance(n, ast.Call) and (ctx.qualname(n.func) or "").endswith("cuda.is_available")
+            for n in ast.walk(anc.test)
+        ):
+            continue
+        for stmt in anc.orelse:
+            for n in ast.walk(stmt):
+                if (
+                    isinstance(n, ast.Call)
+                    and ctx.qualname(n.func) == "torch.load"
+                    and keyword(n, "map_location") is not None
+                    and n.args
+                    and ast.unparse(n.args[0]) == want
+                ):
+                    return True
+    return False
 
 
 def _from_a_local_process(ctx: Context, f: ast.AST | None) -> bool:
