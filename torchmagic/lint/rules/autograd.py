@@ -65,7 +65,13 @@ from ._flow import (
     scope_node,
     walk_scope,
 )
-from .modules import INTEGER_NAME, KEEPS_DTYPE, bare_module_instance, indices_of
+from .modules import (
+    INTEGER_NAME,
+    KEEPS_DTYPE,
+    bare_module_instance,
+    built_without_grad,
+    indices_of,
+)
 
 # Tensor methods whose result still carries the receiver's autograd graph.
 _KEEPS_GRAPH = frozenset(
@@ -1468,6 +1474,12 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         and parent.args[0] is node
     ):
         return  # `isinstance(x.data, torch.cuda.FloatTensor)`: a type check
+    if (
+        isinstance(parent, ast.Compare)
+        and all(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops)
+        and any(isinstance(c, ast.Constant) and c.value is None for c in [parent.left, *parent.comparators])
+    ):
+        return  # `p.data is not None`: an identity test, no value is read
     if isinstance(parent, ast.Subscript) and parent.value is node:
         if isinstance(parent.ctx, ast.Store) or _stored_through(ctx, parent):
             ctx.flag(
@@ -1521,7 +1533,16 @@ def data_attribute(node: ast.Attribute, ctx: Context) -> None:
         return  # `_, idx = scores.max(1)` then `idx.data`: integer indices carry no graph
     if _into_a_gradient(ctx):
         return  # `p.grad.data.add_(l.data)`: without `.data`, the gradient would record a graph
+    if _without_a_graph(ctx, owner_node):
+        return  # `output.cpu().data` of an output computed under `no_grad`: no graph to bypass
     _flag_read(ctx, node, owner)
+
+
+def _without_a_graph(ctx: Context, owner: ast.AST) -> bool:
+    """What `.data` is read from (through `.cpu()`-like calls) is a name last bound inside a
+    `no_grad`/`inference_mode` block: an output with no graph, which `.data` cannot bypass."""
+    root = chain_root(owner)
+    return isinstance(root, ast.Name) and built_without_grad(ctx, root)
 
 
 def _into_a_gradient(ctx: Context) -> bool:

@@ -1891,12 +1891,7 @@ def _trains_other_parts_elsewhere(ctx: Context, block: ast.AST) -> bool:
 
 def _turns_grad_off_around(ctx: Context, fn: ast.AST, call: ast.Call) -> bool:
     """`call` sits inside a `with torch.no_grad()` (or `inference_mode`) block of `fn`."""
-    return any(
-        isinstance(w, (ast.With, ast.AsyncWith))
-        and any(grad_off(ctx, item.context_expr) for item in w.items)
-        and any(n is call for n in ast.walk(w))
-        for w in ast.walk(fn)
-    )
+    return any(_turns_grad_off(ctx, w) and any(n is call for n in ast.walk(w)) for w in ast.walk(fn))
 
 
 def _trains_nothing_through(
@@ -2918,7 +2913,7 @@ def _another_input_learns(ctx: Context, expr: ast.AST) -> bool:
         return False
     root = chain_root(expr)
     detached = root.id if isinstance(root, ast.Name) else None
-    inputs = {p for p in parameters(fn) if p not in ("self", detached) and not _GROUND_TRUTH.fullmatch(p)}
+    inputs = {p for p in parameters(fn) if p not in ("self", detached) and not GROUND_TRUTH.fullmatch(p)}
     parents = parents_of(fn)
     for n in ast.walk(fn):
         if not (isinstance(n, ast.Name) and n.id in inputs and isinstance(n.ctx, ast.Load)):
@@ -3017,7 +3012,7 @@ def _running_statistics(ctx: Context, node: ast.AST) -> bool:
     return bool(uses) and all(as_statistic(n, parents.get(id(n))) for n in uses)
 
 
-def _built_without_grad(ctx: Context, expr: ast.AST) -> bool:
+def built_without_grad(ctx: Context, expr: ast.AST) -> bool:
     """`out = self.latent(batch)` inside `with torch.no_grad():`, then `img = out["recon"]` and
     `img.detach()`: a value computed with gradients off has no graph, so the detach cuts
     nothing (followed through item and attribute reads, and names, of this method)."""
@@ -3695,7 +3690,7 @@ def _inference_return(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
-_GROUND_TRUTH = re.compile(r"(targets?|labels?|gts?|gt_\w+|y_true|ground_truth\w*)")
+GROUND_TRUTH = re.compile(r"(targets?|labels?|gts?|gt_\w+|y_true|ground_truth\w*)")
 
 
 def _ground_truth(ctx: Context, expr: ast.AST) -> bool:
@@ -3705,9 +3700,7 @@ def _ground_truth(ctx: Context, expr: ast.AST) -> bool:
     if not isinstance(expr, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     return (
-        expr.id in parameters(fn)
-        and _GROUND_TRUTH.fullmatch(expr.id) is not None
-        and ctx.origin(expr) is None
+        expr.id in parameters(fn) and GROUND_TRUTH.fullmatch(expr.id) is not None and ctx.origin(expr) is None
     )
 
 
@@ -3784,7 +3777,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         return  # a loss's stop-gradient picks which side learns (targets, teachers, memory banks)
     if _leaves_for_python(ctx, node) or _integer_tensor(ctx, expr) or _stability_shift(ctx, node, expr):
         return  # nothing that carries a gradient is cut
-    if _inference_return(ctx, node) or _ground_truth(ctx, expr) or _built_without_grad(ctx, expr):
+    if _inference_return(ctx, node) or _ground_truth(ctx, expr) or built_without_grad(ctx, expr):
         return
     if _running_statistics(ctx, node):
         return  # `F.batch_norm(x, mean.detach(), var.detach())`: running statistics must not require grad
