@@ -582,6 +582,8 @@ class Context:
             return None
         if t is ast.BinOp:
             left, right = self.kind(node.left), self.kind(node.right)  # type: ignore[attr-defined]
+            if STRING in (left, right):
+                return STRING  # `"LABEL: " + label`: text (a tensor there would raise)
             if left in TENSOR_KINDS or right in TENSOR_KINDS:
                 return TENSOR
             if left == NUMBER and right == NUMBER:

@@ -1644,7 +1644,7 @@ def _comprehension_queues_nothing(ctx: Context, comp: ast.AST, value: ast.AST) -
     gens = comp.generators  # type: ignore[attr-defined]
     if len(ctx.loops) != 1:
         return False  # in a batch loop, its first copy waits for each batch's work
-    if len(gens) != 1 or gens[0].ifs or not _launches_no_work(value):
+    if any(g.ifs for g in gens) or not _launches_no_work(value) or not _nested_over_parts(gens):
         return False
     it = _indexed(gens[0].iter)
     if it is not gens[0].iter and _row_of(value, it):
@@ -1655,7 +1655,7 @@ def _comprehension_queues_nothing(ctx: Context, comp: ast.AST, value: ast.AST) -
         it = it.func.value  # `model.state_dict().items()`: the tensors the model holds
     if ctx.kind(it) in TENSOR_KINDS or not isinstance(it, (ast.Name, ast.Attribute)):
         return False
-    host = _rebinds(gens[0].target)
+    host = set().union(*(_rebinds(g.target) for g in gens))
     elt = comp.value if isinstance(comp, ast.DictComp) else comp.elt  # type: ignore[attr-defined]
     if any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("item", "tolist")
@@ -1663,6 +1663,23 @@ def _comprehension_queues_nothing(ctx: Context, comp: ast.AST, value: ast.AST) -
     ):
         return False  # `[labels[y.item()] for y in preds]`: numbers out of one tensor, one `.tolist()`
     return _queues_no_gpu_work(ctx, elt, host)
+
+
+def _nested_over_parts(gens: list[ast.comprehension]) -> bool:
+    """One generator, or inner ones that walk a part of an outer one's element (`for g in
+    opt.param_groups for p in g["params"]`): still one pass over tensors that exist."""
+    bound: set[str] = set()
+    for i, g in enumerate(gens):
+        if i:
+            root = g.iter
+            while isinstance(root, (ast.Subscript, ast.Attribute)):
+                if isinstance(root, ast.Subscript) and not isinstance(root.slice, ast.Constant):
+                    return False
+                root = root.value
+            if not (isinstance(root, ast.Name) and root.id in bound):
+                return False
+        bound |= {n.id for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+    return True
 
 
 def offloads_on_request(ctx: Context, call: ast.Call) -> bool:
