@@ -1845,7 +1845,7 @@ def _under_a_role_switch(ctx: Context) -> bool:
     """The block runs only under `if <flag>:` (`self.is_teacher`, `freeze_backbone`, `not
     self.finetune`), a plain option of the class or the call rather than its training mode:
     the author offers both behaviours, and the caller picks one by the flag, not by wrapping."""
-    for anc in reversed(ctx.stack[:-1]):
+    for anc in reversed(ctx.stack):
         if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return False
         if not isinstance(anc, ast.If):
