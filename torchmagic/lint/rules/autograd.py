@@ -933,12 +933,7 @@ def _saved_for_a_swap(ctx: Context, node: ast.Attribute) -> bool:
     for loop in ast.walk(scope) if scope is not None else ():
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
-        lists = (
-            loop.iter.args
-            if isinstance(loop.iter, ast.Call) and is_name(loop.iter.func, "zip")
-            else [loop.iter]
-        )
-        if not any(is_name(a, saved) for a in lists):
+        if not any(is_name(a, saved) for a in _zipped(loop.iter)):
             continue
         targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
         if any(
@@ -963,6 +958,11 @@ def _original_saved_first(ctx: Context, owner: str) -> bool:
         (saved := _saved_data(n)) is not None and ast.unparse(saved[1]) == owner and n.lineno < stmt.lineno
         for n in ast.walk(loop)
     )
+
+
+def _zipped(it: ast.AST) -> list[ast.AST]:
+    """The iterables a loop walks together: the arguments of `zip(a, b)`, else `[it]`."""
+    return list(it.args) if isinstance(it, ast.Call) and is_name(it.func, "zip") else [it]
 
 
 def _saved_data(node: ast.AST) -> tuple[str, ast.AST] | None:
@@ -994,8 +994,7 @@ def _restores_saved_data(ctx: Context, value: ast.AST) -> bool:
     source = ctx.loop_source(value.id)
     if source is None:
         return False
-    lists = source.args if isinstance(source, ast.Call) and is_name(source.func, "zip") else [source]
-    names = {a.id for a in lists if isinstance(a, ast.Name)}
+    names = {a.id for a in _zipped(source) if isinstance(a, ast.Name)}
     scope = ctx.enclosing_function() or (ctx.stack[0] if ctx.stack else None)
     return scope is not None and any(
         (saved := _saved_data(n)) is not None and saved[0] in names for n in ast.walk(scope)

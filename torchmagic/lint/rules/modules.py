@@ -1874,8 +1874,10 @@ def _trains_other_parts_elsewhere(ctx: Context, block: ast.AST) -> bool:
     for method in ctx.class_methods():
         if method is fn or method.name == "__init__" or any(grad_off(ctx, d) for d in method.decorator_list):
             continue
+        # the calls inside the method's `no_grad`/`inference_mode` blocks, found once per method
+        without_grad = {id(n) for w in ast.walk(method) if _turns_grad_off(ctx, w) for n in ast.walk(w)}
         for n in own_nodes(method):
-            if not isinstance(n, ast.Call):
+            if not isinstance(n, ast.Call) or id(n) in without_grad:
                 continue
             part = self_attr_name(n.func)
             if (
@@ -1883,15 +1885,9 @@ def _trains_other_parts_elsewhere(ctx: Context, block: ast.AST) -> bool:
                 and part not in in_forward
                 and part in ctx.cls.attrs
                 and ctx.cls.attrs[part] in (MODULE, None)
-                and not _turns_grad_off_around(ctx, method, n)
             ):
                 return True
     return False
-
-
-def _turns_grad_off_around(ctx: Context, fn: ast.AST, call: ast.Call) -> bool:
-    """`call` sits inside a `with torch.no_grad()` (or `inference_mode`) block of `fn`."""
-    return any(_turns_grad_off(ctx, w) and any(n is call for n in ast.walk(w)) for w in ast.walk(fn))
 
 
 def _trains_nothing_through(
@@ -2913,7 +2909,7 @@ def _another_input_learns(ctx: Context, expr: ast.AST) -> bool:
         return False
     root = chain_root(expr)
     detached = root.id if isinstance(root, ast.Name) else None
-    inputs = {p for p in parameters(fn) if p not in ("self", detached) and not GROUND_TRUTH.fullmatch(p)}
+    inputs = {p for p in parameters(fn) if p not in ("self", detached) and not _GROUND_TRUTH.fullmatch(p)}
     parents = parents_of(fn)
     for n in ast.walk(fn):
         if not (isinstance(n, ast.Name) and n.id in inputs and isinstance(n.ctx, ast.Load)):
@@ -3690,7 +3686,7 @@ def _inference_return(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
-GROUND_TRUTH = re.compile(r"(targets?|labels?|gts?|gt_\w+|y_true|ground_truth\w*)")
+_GROUND_TRUTH = re.compile(r"(targets?|labels?|gts?|gt_\w+|y_true|ground_truth\w*)")
 
 
 def _ground_truth(ctx: Context, expr: ast.AST) -> bool:
@@ -3700,7 +3696,9 @@ def _ground_truth(ctx: Context, expr: ast.AST) -> bool:
     if not isinstance(expr, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     return (
-        expr.id in parameters(fn) and GROUND_TRUTH.fullmatch(expr.id) is not None and ctx.origin(expr) is None
+        expr.id in parameters(fn)
+        and _GROUND_TRUTH.fullmatch(expr.id) is not None
+        and ctx.origin(expr) is None
     )
 
 

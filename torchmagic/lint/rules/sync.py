@@ -1381,15 +1381,11 @@ def _waits_earlier_for_a_shape(ctx: Context, before: list[ast.AST]) -> bool:
                 if _is_mask_expr(ctx, n.slice) and accelerator.where(ctx, n.value) != accelerator.CPU:
                     if ctx.is_tensor(n.value) or ctx.kind(n.value) is None:
                         return True
-            elif isinstance(n, ast.Call) and terminal_name(n.func) in _SIZED_BY_VALUES:
-                if not (terminal_name(n.func) == "where" and len(n.args) != 1):
-                    return True
+            elif isinstance(n, ast.Call) and (
+                _counting_call(n) or terminal_name(n.func) in ("unique", "unique_consecutive")
+            ):
+                return True
     return False
-
-
-_SIZED_BY_VALUES = frozenset(
-    {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "where"}
-)
 
 
 def _scaled_in_place(ctx: Context, node: ast.AST) -> set[str]:
@@ -2652,13 +2648,16 @@ def _guards_masked_indexing(ctx: Context, node: ast.AST) -> bool:
             used = names(n.slice)
             if used & masks or (used & compared and _is_mask_expr(ctx, n.slice)):
                 return True
-        elif isinstance(n, ast.Call):
-            name = terminal_name(n.func)
-            one_arg_where = name == "where" and len(n.args) == 1 and not n.keywords
-            if one_arg_where or name in _COUNTING_CALLS:
-                if names(n) & (masks | compared):
-                    return True
+        elif isinstance(n, ast.Call) and _counting_call(n) and names(n) & (masks | compared):
+            return True
     return False
+
+
+def _counting_call(call: ast.Call) -> bool:
+    """`x.nonzero()`, `torch.masked_select(...)`, one-argument `torch.where(mask)`: a result
+    whose size is the count of true values, which the host must wait for."""
+    name = terminal_name(call.func)
+    return name in _COUNTING_CALLS or (name == "where" and len(call.args) == 1 and not call.keywords)
 
 
 _PER_STEP_WORDS = ("step", "backward", "batch", "clip", "loss", "forward", "__call__", "hook", "closure")
