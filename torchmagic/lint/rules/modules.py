@@ -3388,6 +3388,8 @@ def _integer_value(ctx: Context, uses: _Uses, expr: ast.AST, depth: int = 0) -> 
     if isinstance(expr, ast.Attribute):
         if expr.attr == "indices":
             return indices_of(ctx, expr.value) is not None
+        if is_name(expr.value, "self"):
+            return _integer_attribute(ctx, expr.attr, again)
         return expr.attr == "data" and _integer_value(ctx, uses, expr.value, again)
     if isinstance(expr, ast.Name):
         bound = uses.value(expr)
@@ -3410,8 +3412,10 @@ def _integer_call(ctx: Context, uses: _Uses, call: ast.Call, depth: int) -> bool
     if name in _INTEGER_TYPES or name in _INTEGER_RESULTS:
         return name not in ("int", "bool") or isinstance(call.func, ast.Attribute)  # not the builtins
     f = call.func
-    if name == "Variable" and call.args:
+    if name in ("Variable", "Parameter") and call.args:
         return _integer_value(ctx, uses, call.args[0], depth)
+    if name == "where" and len(call.args) == 3:
+        return all(_integer_value(ctx, uses, a, depth) for a in call.args[1:])
     if not isinstance(f, ast.Attribute):
         return False
     if f.attr in ("to", "type"):
@@ -3420,6 +3424,29 @@ def _integer_call(ctx: Context, uses: _Uses, call: ast.Call, depth: int) -> bool
             return any(g is True for g in given)
         return f.attr == "to" and _integer_value(ctx, uses, f.value, depth)
     return f.attr in KEEPS_DTYPE and _integer_value(ctx, uses, f.value, depth)
+
+
+def _integer_attribute(ctx: Context, attr: str, depth: int) -> bool:
+    """`self.<attr>` is set only in `__init__`, each time to an integer or bool tensor
+    (`nn.Parameter(torch.IntTensor(ids), requires_grad=False)`, a `torch.long` buffer)."""
+    if ctx.cls is None:
+        return False
+    values = []
+    for cls in ctx.class_chain():
+        for fn in cls.body:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for sub in ast.walk(fn):
+                if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                    targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                    if any(
+                        isinstance(t, ast.Attribute) and t.attr == attr and is_name(t.value, "self")
+                        for t in targets
+                    ):
+                        if fn.name != "__init__" or not isinstance(sub, ast.Assign):
+                            return False
+                        values.append((fn, sub.value))
+    return bool(values) and all(_integer_value(ctx, _function_uses(fn), v, depth) for fn, v in values)
 
 
 def _embedding_attrs(ctx: Context) -> set[str]:
@@ -3514,7 +3541,7 @@ def _used_as_integer(ctx: Context, uses: _Uses, read: ast.Name, depth: int = 0) 
 INTEGER_NAME = re.compile(r"(^|_)(lengths?|lens|ids|idx|indices)$", re.IGNORECASE)
 
 
-def _integer_tensor(ctx: Context, expr: ast.AST) -> bool:
+def integer_tensor(ctx: Context, expr: ast.AST) -> bool:
     """`expr` is an integer or bool tensor (token ids, lengths, indices, masks): it has no
     gradient, so a stop-gradient on it cuts nothing. Either its value shows it, or (for a
     name) another read of the same binding is used where only an integer tensor works."""
@@ -3773,7 +3800,7 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         return
     if _in_a_loss_class(ctx) and _another_input_learns(ctx, expr):
         return  # a loss's stop-gradient picks which side learns (targets, teachers, memory banks)
-    if _leaves_for_python(ctx, node) or _integer_tensor(ctx, expr) or _stability_shift(ctx, node, expr):
+    if _leaves_for_python(ctx, node) or integer_tensor(ctx, expr) or _stability_shift(ctx, node, expr):
         return  # nothing that carries a gradient is cut
     if _inference_return(ctx, node) or _ground_truth(ctx, expr) or built_without_grad(ctx, expr):
         return

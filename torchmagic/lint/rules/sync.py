@@ -54,6 +54,7 @@ from ..nodes import (
     parameters,
     parents_of,
     per_node,
+    remember,
     sole_binding,
     terminal_name,
     top_level_calls,
@@ -912,6 +913,8 @@ def _is_epoch_loop(loop: ast.AST) -> bool:
         return True
     if _counts_epochs(loop):
         return True  # `while True: self.epoch_num += 1; ... = self.train_epoch()`
+    if remember(loop, "tm301.runs_epochs", lambda: _runs_epoch_loops(loop)):
+        return True  # `for stage in range(n): ...; for epoch in ...`: once per stage, fold or seed
     own = _loop_names(loop)
     if any(
         isinstance(n, ast.Call)
@@ -927,6 +930,16 @@ def _is_epoch_loop(loop: ast.AST) -> bool:
         and isinstance(n.args[0], ast.Name)
         and "closure" in n.args[0].id.lower()
         for n in ast.walk(loop)
+    )
+
+
+def _runs_epoch_loops(loop: ast.AST) -> bool:
+    """The loop's body holds an epoch loop (not in a function it defines): each of its passes is
+    a whole training run (a stage, a fold, a seed)."""
+    return any(
+        isinstance(n, LOOPS) and n is not loop and not isinstance(n, COMPREHENSIONS) and _is_epoch_loop(n)
+        for stmt in getattr(loop, "body", [])
+        for n in [stmt, *own_nodes(stmt)]
     )
 
 
@@ -1568,13 +1581,27 @@ def _loop_queues_nothing(ctx: Context, loop: ast.AST, value: ast.AST, call: ast.
         return _comprehension_queues_nothing(ctx, loop, value)
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return False
-    it = _unenumerated(loop.iter)
+    it = _walked(_unenumerated(loop.iter))
     if is_step_loop(loop) and not (_walks_held_values(ctx, it) and _only_copies_out(loop, call)):
         return False
     if not _launches_no_work(value) or ctx.kind(it) in TENSOR_KINDS:
         return False
     host = _rebinds(loop.target)
-    return all(_queues_no_gpu_work(ctx, part, host) for part in [loop.iter, *loop.body])
+    return all(_queues_no_gpu_work(ctx, part, host) for part in [_walked(loop.iter), *loop.body])
+
+
+def _walked(it: ast.AST) -> ast.AST:
+    """`zip(buffers, params)` -> `buffers`: pairing up (or numbering) what names already hold
+    computes nothing, whatever device the values live on."""
+    while (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id in ("zip", "enumerate")
+        and it.args
+        and all(isinstance(a, (ast.Name, ast.Attribute)) for a in it.args)
+    ):
+        it = it.args[0]
+    return it
 
 
 def _walks_held_values(ctx: Context, it: ast.AST) -> bool:
@@ -1605,10 +1632,22 @@ def _only_copies_out(loop: ast.AST, call: ast.Call) -> bool:
         if isinstance(f, ast.Attribute):
             if f.attr in ("cpu", "numpy") or f.attr in _FILING or f.attr in _NO_WORK:
                 continue
+            if _on_a_host_copy(f.value):
+                continue  # `p.cpu().float()`: works on the copy, on the CPU
             return False
         if not (isinstance(f, ast.Name) and f.id in vars(builtins) and f.id != "print"):
             return False
     return True
+
+
+def _on_a_host_copy(node: ast.AST) -> bool:
+    """`p.cpu()`, `p.detach().cpu().float()`: what a method is called on went through a copy to
+    the host."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr in ("cpu", "numpy"):
+            return True
+        node = node.func.value
+    return False
 
 
 def _row_of(value: ast.AST, seq: ast.AST) -> bool:

@@ -144,13 +144,59 @@ def scheduler_before_optimizer(loop: LoopInfo, ctx: Context) -> None:
             sched = call
     else:
         return
-    if sched is None:
+    if sched is None or _schedule_of_its_own(ctx, sched.func.value):  # type: ignore[attr-defined]
         return
     ctx.flag(
         sched,
         f"`{unparse(sched, 40)}` runs before the optimizer's `step()` in this loop, skipping the schedule's first value.",
         "Step the scheduler after the optimizer: `optimizer.step()` then `scheduler.step()`.",
     )
+
+
+# packages whose schedules are PyTorch's own (transformers' `get_*_schedule_with_warmup` build a
+# `LambdaLR`)
+_TORCH_SCHEDULES = ("torch.", "transformers.")
+
+
+def _schedule_of_its_own(ctx: Context, recv: ast.AST) -> bool:
+    """The scheduler is built by a class from outside PyTorch (imported from another package, or
+    defined here on no PyTorch scheduler): its `step()` need not skip a first value. A PyTorch
+    scheduler applies its first value when it is built, so stepping before the optimizer skips
+    it; a class of its own (a Noam schedule that reads `max(step, 1)`, timm's per-epoch
+    schedulers) has its own contract. Where `recv` is a parameter, the file's bindings of the
+    same name say what is passed in."""
+    built = ctx.built_by(recv)
+    if built is not None:
+        builders = [built]
+    else:
+        name = (
+            recv.id if isinstance(recv, ast.Name) else recv.attr if isinstance(recv, ast.Attribute) else None
+        )
+        if name is None or not ctx.stack or ctx.origin(recv) is not None:
+            return False
+        builders = []
+        for node in ast.walk(ctx.stack[0]):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+                continue
+            if any(
+                (isinstance(t, ast.Name) and t.id == name)
+                or (isinstance(t, ast.Attribute) and t.attr == name)
+                for t in node.targets
+            ):
+                builders.append(ctx.qualname(node.value.func))
+    return bool(builders) and all(b is not None and _class_outside_torch(ctx, b) for b in builders)
+
+
+def _class_outside_torch(ctx: Context, qualname: str) -> bool:
+    head, _, last = qualname.rpartition(".")
+    if not last[:1].isupper() or qualname.startswith(_TORCH_SCHEDULES):
+        return False  # a function (whose return is unknown), or PyTorch's own
+    if head:
+        return True  # imported from another package
+    info = ctx.classes.get(last)
+    if info is None:
+        return False
+    return not any((ctx.qualname(base) or "").startswith(_TORCH_SCHEDULES) for base in info.node.bases)
 
 
 def _plateau(ctx: Context, recv: ast.AST) -> bool | None:
