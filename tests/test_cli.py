@@ -109,6 +109,27 @@ def test_gpu_waits_need_an_accelerator_anywhere_in_the_notebook(tmp_path: Path) 
     assert r.stdout.startswith("gpu.ipynb#cell1:5:15: TM301 "), r.stdout
 
 
+def test_a_device_an_earlier_cell_spelled_out_decides_later_gpu_waits(tmp_path: Path) -> None:
+    loop = (
+        "model = torch.nn.Linear(4, 2).to(DEVICE)\n"
+        "for start in range(0, 1000, 10):\n"
+        "    loss = model(rows[start : start + 10].to(DEVICE)).sum()\n"
+        "    total += loss.item()\n"
+    )
+    setup = "import torch\nrows = torch.randn(1000, 4)\ntotal = 0.0\n"
+    for device, flagged in (('"cpu"', False), ('torch.device("cpu")', False), ('"cuda"', True)):
+        nb = notebook([("code", setup + f"DEVICE = {device}\n"), ("markdown", "## run"), ("code", loop)])
+        (tmp_path / "nb.ipynb").write_text(nb)
+        r = run("check", "nb.ipynb", "--select", "TM301", cwd=tmp_path)
+        assert r.stdout.startswith("nb.ipynb#cell3:4:14: TM301 ") is flagged, (device, r.stdout)
+    # rebound in a later cell: the latest binding counts
+    nb = notebook([("code", setup + 'DEVICE = "cpu"\n'), ("code", 'DEVICE = "cuda"'), ("code", loop)])
+    (tmp_path / "nb.ipynb").write_text(nb)
+    assert run("check", "nb.ipynb", "--select", "TM301", cwd=tmp_path).stdout.startswith(
+        "nb.ipynb#cell3:4:14:"
+    )
+
+
 def test_notebook_cells_know_what_earlier_cells_built(tmp_path: Path) -> None:
     nb = notebook(
         [

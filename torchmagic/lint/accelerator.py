@@ -142,6 +142,14 @@ def is_accelerator_target(ctx: Context, target: ast.AST | None) -> bool:
         live = live_device_type(ctx, target.id)
         if live is not None:
             return live != CPU
+        carried = (
+            ctx.carried_devices.get(target.id)
+            if target.id in ctx.frames[0].names
+            and (ctx.frame is ctx.frames[0] or target.id not in ctx.frame.names)
+            else None
+        )
+        if carried is not None:
+            return carried in ACCELERATORS  # `DEVICE = "cpu"` in an earlier cell of the notebook
         if _cpu_parameter(ctx, target.id):
             return False
         return _device_like(target)

@@ -138,14 +138,25 @@ class Carry:
     built: dict[str, str] = field(default_factory=dict)
     accelerator: bool = False  # an earlier cell moved something to an accelerator
     notes: dict[str, Any] = field(default_factory=dict)  # rule-owned facts (`Context.notes`)
+    # module-level names an earlier cell bound to a device literal (`DEVICE = "cpu"`,
+    # `device = torch.device("cuda")`) -> its device type
+    devices: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, ctx: Context) -> Carry:
         built = {}
+        devices = dict(ctx.carried_devices)
         for name in ctx.frames[0].names:
-            b = ctx.built_by(ast.Name(id=name, ctx=ast.Load()))
+            node = ast.Name(id=name, ctx=ast.Load())
+            b = ctx.built_by(node)
             if b is not None:
                 built[name] = b
+            origin = ctx.origin(node)
+            if origin is not None:
+                devices.pop(name, None)
+                kind = _device_literal_type(ctx, origin)
+                if kind is not None:
+                    devices[name] = kind
         return cls(
             dict(ctx.imports),
             dict(ctx.classes),
@@ -153,6 +164,7 @@ class Carry:
             built,
             ctx.accelerator_seen or ctx.accelerator_hint,
             {k: dict(v) if isinstance(v, dict) else v for k, v in ctx.notes.items()},
+            devices,
         )
 
     def into(self, ctx: Context) -> None:
@@ -160,6 +172,7 @@ class Carry:
         ctx.classes.update(self.classes)
         ctx.frames[0].names.update(self.names)
         ctx.carried_built.update(self.built)
+        ctx.carried_devices.update(self.devices)
         ctx.notes.update({k: dict(v) if isinstance(v, dict) else v for k, v in self.notes.items()})
 
 
@@ -205,6 +218,7 @@ class Context:
         self._live_kinds: dict[str, str | None] = {}
         self.errors: list[str] = []
         self.carried_built: dict[str, str] = {}  # builders of names bound in earlier cells
+        self.carried_devices: dict[str, str] = {}  # device types of names earlier cells bound to a literal
         # facts a rule keeps for the rest of the source and for the next cells of a notebook
         # (plain data, never AST nodes), keyed by rule ID
         self.notes: dict[str, Any] = {}
@@ -749,6 +763,15 @@ _GRAD_CONTEXTS = {
     "torch.autograd.grad_mode.no_grad": "no_grad",
     "torch.autograd.no_grad": "no_grad",
 }
+
+
+def _device_literal_type(ctx: Context, value: ast.AST) -> str | None:
+    """ "cpu" for `"cpu"` or `torch.device("cpu")`, "cuda" for `"cuda:0"`: a device spelled out."""
+    if isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.device" and value.args:
+        value = value.args[0]
+    if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value:
+        return value.value.split(":", 1)[0].strip().lower() or None
+    return None
 
 
 def _is_torch_dtype(qualname: str | None) -> bool:

@@ -121,6 +121,24 @@ def _carried_state(body: list[ast.stmt], var: str) -> bool:
     return bool(written & read)
 
 
+# `range(model.cfg.n_layers)`, `range(num_heads)`: a count of a model's layers, heads or blocks
+_PARTS_COUNT = re.compile(r"^(n|num|number_of)_?(layers?|heads?|blocks?)$|^(layers?|heads?|blocks?)$", re.I)
+
+
+def _over_model_parts(it: ast.Call) -> bool:
+    """A loop over a model's layers or heads (activation patching, per-layer probes): each pass
+    is about one part of the model, not an element of a tensor."""
+    bound = it.args[-1] if len(it.args) <= 2 else None
+    if (
+        isinstance(bound, ast.Call)
+        and isinstance(bound.func, ast.Name)
+        and bound.func.id == "len"
+        and bound.args
+    ):
+        bound = bound.args[0]  # `range(len(model.blocks))`
+    return bool(_PARTS_COUNT.match(terminal_name(bound) or ""))
+
+
 def _small_range(ctx: Context, it: ast.Call) -> bool:
     """`range(16)`, or `range(N)` with `N = 16`: a handful of iterations."""
     if len(it.args) != 1:
@@ -311,7 +329,7 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
         return
     if _read_before_written(body):
         return
-    if _small_range(ctx, it):
+    if _small_range(ctx, it) or _over_model_parts(it):
         return
     tensor = _length_of(ctx, it.args[0]) if len(it.args) == 1 else None
     if tensor is None or not ctx.is_tensor(tensor) or not _indexes_element(ctx, body, tensor, node.target.id):

@@ -258,13 +258,14 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
     for i in range(len(stack) - 2, -1, -1):
         parent, child = stack[i], stack[i + 1]
         if parent is loop:
-            if depth > 0 and (not is_step_loop(loop) or _walks_own_lists(ctx, loop)):
+            if not is_step_loop(loop) or (depth > 0 and _walks_own_lists(ctx, loop)):
                 # a loop over the model's parameters (or a dict's items) is part of one step: a
                 # guard around it (`if step % N == 0: for name, p in model.named_parameters():`)
-                # decides how often the whole loop runs
+                # decides how often the whole loop runs; with no loop around it in the function
+                # (a `log()` method called per step), so does a guard in the function
                 depth -= 1
-                loop = ctx.loops[depth].node
-                names = _loop_names(loop)
+                loop = ctx.loops[depth].node if depth >= 0 else None
+                names = _loop_names(loop) if loop is not None else set()
                 continue
             break
         if isinstance(parent, ast.If):
@@ -941,6 +942,53 @@ def _runs_epoch_loops(loop: ast.AST) -> bool:
         for stmt in getattr(loop, "body", [])
         for n in [stmt, *own_nodes(stmt)]
     )
+
+
+_EPOCH_COUNTS = frozenset({"epochs", "nepochs", "n_epochs", "num_epochs", "max_epochs", "num_train_epochs"})
+
+
+def _once_per_training_run(ctx: Context) -> bool:
+    """The read's loop trains a whole model per pass, or sits (with no model run or backward
+    of its own between) in one that does: `for metric in results: ... .item()` after each
+    model's training run."""
+    for info in reversed(ctx.loops):
+        if _trains_whole_runs(ctx, info.node):
+            return True
+        if any(
+            isinstance(n, ast.Call) and (is_backward(ctx, n) or ctx.kind(n.func) == MODULE)
+            for n in ast.walk(info.node)
+        ):
+            return False
+    return False
+
+
+def _trains_whole_runs(ctx: Context, loop: ast.AST) -> bool:
+    """Each pass trains a model from start to end (`for name, net in models.items():
+    train_model(net, ..., nepochs=n)`): a call given a number of epochs, or of a function of
+    this file that runs an epoch loop. A read there runs once per trained model."""
+    tree = ctx.stack[0] if ctx.stack else None
+    return tree is not None and remember(
+        loop, "tm301.trains_whole_runs", lambda: _calls_training_runs(tree, loop)
+    )
+
+
+def _calls_training_runs(tree: ast.AST, loop: ast.AST) -> bool:
+    functions = {
+        s.name: s for s in getattr(tree, "body", []) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    for stmt in getattr(loop, "body", []):
+        for n in [stmt, *own_nodes(stmt)]:
+            if not isinstance(n, ast.Call):
+                continue
+            if any(kw.arg in _EPOCH_COUNTS for kw in n.keywords):
+                return True
+            fn = functions.get(n.func.id) if isinstance(n.func, ast.Name) else None
+            if fn is not None and any(
+                isinstance(m, LOOPS) and not isinstance(m, COMPREHENSIONS) and _is_epoch_loop(m)
+                for m in own_nodes(fn)
+            ):
+                return True
+    return False
 
 
 _HOST_CONSUMERS = frozenset({"step", "range", "randint", "choice", "sample"})
@@ -1958,7 +2006,7 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
     if not ctx.in_loop or ctx.loops[-1].inner_loop_seen:
         return  # after the inner batch loop: once per epoch is the fix, not the problem
     loop = ctx.loops[-1].node
-    if _is_epoch_loop(loop) or _stops_early(ctx):
+    if _is_epoch_loop(loop) or _once_per_training_run(ctx) or _stops_early(ctx):
         return
     if _few_iterations_alone(ctx, loop) and not _repeated_by_an_outer_loop(ctx):
         return
