@@ -38,6 +38,13 @@ def shards_parameters(ctx: Context) -> bool:
     )
 
 
+def quantizes_to_tensor_subclasses(ctx: Context) -> bool:
+    """The code quantizes with a library whose weights are tensor subclasses (optimum-quanto's
+    `QTensor`, torchao's quantized tensors): views of them made under `inference_mode` raise
+    "Cannot set version_counter for inference tensor" (pytorch/pytorch#170419)."""
+    return _imports(ctx, "optimum.quanto") or _imports(ctx, "quanto") or _imports(ctx, "torchao")
+
+
 def caches_predictions(ctx: Context) -> bool:
     """The code uses a library that caches prediction state on its models (GPyTorch)."""
     return _imports(ctx, "gpytorch")

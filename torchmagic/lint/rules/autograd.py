@@ -277,6 +277,8 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
         return  # GPyTorch caches prediction tensors on the model: inference tensors there break later calls
     if libraries.shards_parameters(ctx):
         return  # FSDP gathers and frees parameters around each forward: inference_mode breaks it
+    if libraries.quantizes_to_tensor_subclasses(ctx):
+        return  # quantized weights are tensor subclasses: inference_mode breaks their views
     if any(_mutates(ctx, stmt) for stmt in node.body) or not _runs_a_model(ctx, node.body):
         return
     if _enters_a_model_context(ctx, node):
@@ -293,6 +295,8 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
             return
     if _trains_alongside(ctx, node):
         return  # a stop-gradient target next to a forward with grad: it may be saved for backward
+    if _handed_to_the_classs_training(ctx, node):
+        return  # reference log-probs a trainer returns for its loss: they may be saved for backward
     if _shape_probe(ctx, node):
         return  # a dry run on a dummy input to learn a size, while the model is being built
     ctx.flag(
@@ -384,6 +388,66 @@ def _trains_alongside(ctx: Context, node: ast.With) -> bool:
         if isinstance(n, ast.Call) and _is_forward_call(ctx, n):
             return True
         todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
+_EVALUATION = re.compile(r"valid|eval|test|predict|metric|accuracy|score_model|inference", re.I)
+# methods by which a class trains a model (HF Trainer and Lightning style)
+_TRAINING_METHODS = frozenset({"compute_loss", "training_step", "train_step", "loss_fn", "backward"})
+
+
+def _handed_to_the_classs_training(ctx: Context, node: ast.With) -> bool:
+    """A method of a class that trains (it defines `compute_loss` or `training_step`, calls
+    `.backward()`, or subclasses a library's `...Trainer`) keeps or returns what the block computes (`return {"ref_logps": ref, ...}`,
+    `self.targets = t`): a later loss of the class may use it with grad on, and an inference
+    tensor saved for that backward raises."""
+    cls = ctx.frame.cls
+    fn = ctx.frame.node
+    if cls is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if _EVALUATION.search(fn.name):
+        return False  # `validation_error()`, `evaluate()`: what it returns is a score, not a loss input
+    trains = any(
+        isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in _TRAINING_METHODS
+        for stmt in cls.node.body
+    ) or any(isinstance(n, ast.Call) and _is_backward(n) for n in ast.walk(cls.node))
+    # a subclass of a library's trainer (`class MyGRPOTrainer(GRPOTrainer)`) inherits its loss
+    trains = trains or any((terminal_name(b) or "").endswith("Trainer") for b in cls.node.bases)
+    if not trains:
+        return False
+    made = {
+        t.id
+        for stmt in ast.walk(node)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+        for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+        for t in ast.walk(target)
+        if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)
+    }
+    if not made:
+        return False
+    end = node.end_lineno or node.lineno
+    for stmt in ast.walk(fn):
+        if getattr(stmt, "lineno", 0) <= end:
+            continue
+        kept = (
+            isinstance(stmt, ast.Return)
+            or (
+                isinstance(stmt, ast.Assign)
+                and any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in stmt.targets)
+            )
+            or (  # `batch.append({"ref_logps": ref_logps, ...})`: collected for the caller
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and terminal_name(stmt.value.func) in ("append", "extend", "update", "put")
+            )
+        )
+        value = getattr(stmt, "value", None)
+        if (
+            kept
+            and value is not None
+            and any(isinstance(n, ast.Name) and n.id in made for n in ast.walk(value))
+        ):
+            return True
     return False
 
 
