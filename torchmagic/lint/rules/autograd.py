@@ -295,7 +295,7 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
             return
     if _trains_alongside(ctx, node):
         return  # a stop-gradient target next to a forward with grad: it may be saved for backward
-    if _handed_to_the_classs_training(ctx, node):
+    if _kept_for_the_class_loss(ctx, node):
         return  # reference log-probs a trainer returns for its loss: they may be saved for backward
     if _shape_probe(ctx, node):
         return  # a dry run on a dummy input to learn a size, while the model is being built
@@ -396,11 +396,11 @@ _EVALUATION = re.compile(r"valid|eval|test|predict|metric|accuracy|score_model|i
 _TRAINING_METHODS = frozenset({"compute_loss", "training_step", "train_step", "loss_fn", "backward"})
 
 
-def _handed_to_the_classs_training(ctx: Context, node: ast.With) -> bool:
+def _kept_for_the_class_loss(ctx: Context, node: ast.With) -> bool:
     """A method of a class that trains (it defines `compute_loss` or `training_step`, calls
-    `.backward()`, or subclasses a library's `...Trainer`) keeps or returns what the block computes (`return {"ref_logps": ref, ...}`,
-    `self.targets = t`): a later loss of the class may use it with grad on, and an inference
-    tensor saved for that backward raises."""
+    `.backward()`, or subclasses a library's `...Trainer`) keeps, collects or returns what the
+    block computes (`return {"ref_logps": ref, ...}`, `self.targets = t`): a later loss of the
+    class may use it with grad on, and an inference tensor saved for that backward raises."""
     cls = ctx.frame.cls
     fn = ctx.frame.node
     if cls is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
