@@ -27,6 +27,7 @@ from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, 
 from .nodes import (
     assignments_by_name,
     constant_or_len,
+    device_type_of_literal,
     has_kwargs_splat,
     keyword,
     move_target,
@@ -79,16 +80,6 @@ _CPU_TYPES = frozenset(
     for t in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
 )
 _DEVICE_WORDS = ("cuda", "gpu", "device", "accel")
-
-
-def device_type_of_literal(node: ast.AST | None) -> str | None:
-    """ "cuda", "cpu", ... for a string literal or an int device index (`.to(0)` is CUDA)."""
-    if isinstance(node, ast.Constant):
-        if isinstance(node.value, str):
-            return node.value.split(":", 1)[0].strip().lower() or None
-        if isinstance(node.value, int) and not isinstance(node.value, bool):
-            return "cuda"
-    return None
 
 
 def _mentions_accelerator(node: ast.AST) -> bool:

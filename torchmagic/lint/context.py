@@ -40,7 +40,7 @@ from .kinds import (
     is_class,
     qualified_call_kind,
 )
-from .nodes import isinstance_test, unpackings
+from .nodes import device_type_of_literal, isinstance_test, unpackings
 
 if TYPE_CHECKING:
     from .registry import StaticCheck
@@ -769,8 +769,8 @@ def _device_literal_type(ctx: Context, value: ast.AST) -> str | None:
     """ "cpu" for `"cpu"` or `torch.device("cpu")`, "cuda" for `"cuda:0"`: a device spelled out."""
     if isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.device" and value.args:
         value = value.args[0]
-    if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value:
-        return value.value.split(":", 1)[0].strip().lower() or None
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return device_type_of_literal(value)  # a device index alone (`0`) is not spelled out
     return None
 
 

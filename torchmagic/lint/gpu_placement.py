@@ -13,9 +13,8 @@ import ast
 import re
 from dataclasses import dataclass
 
-from .accelerator import device_type_of_literal
 from .cuda_only import declares_cuda_only
-from .nodes import per_node, terminal_name
+from .nodes import device_type_of_literal, per_node, terminal_name
 
 _NOT_CUDA = frozenset({"cpu", "mps", "xpu", "meta"})
 # a variable or attribute that holds one device (`device`, `self.device`, `main_device`), not a

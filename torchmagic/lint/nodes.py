@@ -100,6 +100,16 @@ def is_atom(node: ast.AST) -> bool:
     return isinstance(node, _ATOMS) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
 
 
+def device_type_of_literal(node: ast.AST | None) -> str | None:
+    """ "cuda", "cpu", ... for a string literal or an int device index (`.to(0)` is CUDA)."""
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, str):
+            return node.value.split(":", 1)[0].strip().lower() or None
+        if isinstance(node.value, int) and not isinstance(node.value, bool):
+            return "cuda"
+    return None
+
+
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from weakref import WeakKeyDictionary
 
 from ...report import Fix
-from ..accelerator import CPU, device_type_of_literal, where
+from ..accelerator import CPU, where
 from ..context import Context
 from ..cuda_only import (
     CUDA_UNAVAILABLE,
@@ -25,6 +25,7 @@ from ..nodes import (
     SCOPES,
     ancestors,
     block_of,
+    device_type_of_literal,
     has_kwargs_splat,
     keyword,
     own_nodes,

@@ -10,7 +10,7 @@ from weakref import WeakKeyDictionary
 
 from ...report import Fix
 from .. import accelerator, libraries
-from ..accelerator import MOVES_ITSELF, device_type_of_literal, in_cpu_branch
+from ..accelerator import MOVES_ITSELF, in_cpu_branch
 from ..context import Context, grad_context
 from ..fixes import fix_of
 from ..kinds import (
@@ -28,6 +28,7 @@ from ..kinds import (
 from ..nodes import (
     ancestors,
     assignments_by_name,
+    device_type_of_literal,
     enclosing_blocks,
     has_kwargs_splat,
     is_name,

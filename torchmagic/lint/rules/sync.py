@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
@@ -937,11 +937,11 @@ def _is_epoch_loop(loop: ast.AST) -> bool:
 def _runs_epoch_loops(loop: ast.AST) -> bool:
     """The loop's body holds an epoch loop (not in a function it defines): each of its passes is
     a whole training run (a stage, a fold, a seed)."""
-    return any(
-        isinstance(n, LOOPS) and n is not loop and not isinstance(n, COMPREHENSIONS) and _is_epoch_loop(n)
-        for stmt in getattr(loop, "body", [])
-        for n in [stmt, *own_nodes(stmt)]
-    )
+    return _holds_an_epoch_loop(n for stmt in getattr(loop, "body", []) for n in [stmt, *own_nodes(stmt)])
+
+
+def _holds_an_epoch_loop(nodes: Iterable[ast.AST]) -> bool:
+    return any(isinstance(n, LOOPS) and _is_epoch_loop(n) for n in nodes)
 
 
 _EPOCH_COUNTS = frozenset({"epochs", "nepochs", "n_epochs", "num_epochs", "max_epochs", "num_train_epochs"})
@@ -954,12 +954,17 @@ def _once_per_training_run(ctx: Context) -> bool:
     for info in reversed(ctx.loops):
         if _trains_whole_runs(ctx, info.node):
             return True
-        if any(
-            isinstance(n, ast.Call) and (is_backward(ctx, n) or ctx.kind(n.func) == MODULE)
-            for n in ast.walk(info.node)
-        ):
+        if _runs_a_model(ctx, info.node):
             return False
     return False
+
+
+def _runs_a_model(ctx: Context, loop: ast.AST) -> bool:
+    """The loop runs a forward pass (a call of a module) or a backward somewhere in it."""
+    return any(
+        isinstance(n, ast.Call) and (is_backward(ctx, n) or ctx.kind(n.func) == MODULE)
+        for n in ast.walk(loop)
+    )
 
 
 def _trains_whole_runs(ctx: Context, loop: ast.AST) -> bool:
@@ -983,10 +988,7 @@ def _calls_training_runs(tree: ast.AST, loop: ast.AST) -> bool:
             if any(kw.arg in _EPOCH_COUNTS for kw in n.keywords):
                 return True
             fn = functions.get(n.func.id) if isinstance(n.func, ast.Name) else None
-            if fn is not None and any(
-                isinstance(m, LOOPS) and not isinstance(m, COMPREHENSIONS) and _is_epoch_loop(m)
-                for m in own_nodes(fn)
-            ):
+            if fn is not None and _holds_an_epoch_loop(own_nodes(fn)):
                 return True
     return False
 
@@ -1431,10 +1433,7 @@ def _waits_earlier_for_a_shape(ctx: Context, before: list[ast.AST]) -> bool:
     model per iteration (a forward pass or a backward), where that wait sits among the step's
     own work; a loop of masked reductions alone (per-class metrics) is what its reads make slow."""
     loop = ctx.loops[-1].node if ctx.loops else None
-    if loop is None or not any(
-        isinstance(n, ast.Call) and (is_backward(ctx, n) or ctx.kind(n.func) == MODULE)
-        for n in ast.walk(loop)
-    ):
+    if loop is None or not _runs_a_model(ctx, loop):
         return False
     for node in before:
         for n in ast.walk(node):
