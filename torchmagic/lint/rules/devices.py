@@ -126,7 +126,23 @@ def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
             return True
         if _in_body(anc, child) and cuda_flag_attribute(ctx, anc.test):
             return True  # the `else` of `if self.dp:` is the CPU branch: a `.cuda()` there is a slip
+        if isinstance(anc, ast.If) and _branch_needs_cuda(
+            ctx, anc.body if _in_body(anc, child) else anc.orelse
+        ):
+            return True  # `if distributed: DDP(model.cuda(), device_ids=[torch.cuda.current_device()])`
     return False
+
+
+# calls that only work with a CUDA device present: a branch that makes one runs on CUDA only
+_NEEDS_CUDA = frozenset({"torch.cuda.current_device", "torch.cuda.set_device"})
+
+
+def _branch_needs_cuda(ctx: Context, branch: list[ast.stmt]) -> bool:
+    return any(
+        isinstance(n, ast.Call) and ctx.qualname(n.func) in _NEEDS_CUDA
+        for stmt in branch
+        for n in ast.walk(stmt)
+    )
 
 
 # `torch.distributed` calls that hand tensors between processes (NCCL: CUDA tensors only)

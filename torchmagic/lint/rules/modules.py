@@ -1375,6 +1375,35 @@ def _copied_for_the_host(ctx: Context, call: ast.Call) -> bool:
         or _results_handed_out(ctx, call)
         or _under_input_device_test(ctx, call)
         or _written_into_a_host_attribute(ctx, call)
+        or _saved_to_a_file(ctx, call)
+    )
+
+
+_SAVERS = frozenset({"save", "save_checkpoint", "save_state"})
+
+
+def _saved_to_a_file(ctx: Context, call: ast.Call) -> bool:
+    """The copy goes into what the method saves (`torch.save({"steps": self.steps.cpu()}, p)`,
+    or `obj = dict(steps=self.steps.cpu(), ...)` then `self.accelerator.save(obj, path)`): a
+    checkpoint written from host memory, not a placement of the module's state."""
+    for up in reversed(ctx.stack):
+        if isinstance(up, ast.Call) and terminal_name(up.func) in _SAVERS:
+            return True
+        if isinstance(up, ast.stmt):
+            break
+    stmt = ctx.statement()
+    fn = ctx.frame.node
+    if not (
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+    ):
+        return False
+    name = stmt.targets[0].id
+    return fn is not None and any(
+        isinstance(n, ast.Call)
+        and n.lineno > stmt.lineno
+        and terminal_name(n.func) in _SAVERS
+        and any(is_name(a, name) for a in n.args)
+        for n in ast.walk(fn)
     )
 
 
