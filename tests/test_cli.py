@@ -130,6 +130,38 @@ def test_a_device_an_earlier_cell_spelled_out_decides_later_gpu_waits(tmp_path: 
     )
 
 
+def test_a_notebook_that_moves_batches_in_a_later_cell_leaves_earlier_unmoved_ones_on_the_host(
+    tmp_path: Path,
+) -> None:
+    features = (
+        "import torch\n"
+        "def features(loader):\n"
+        "    out = []\n"
+        "    for x, y in loader:\n"
+        "        out.append(x.mean(dim=1).cpu().numpy())\n"
+        "    return out\n"
+    )
+    train = (
+        "def train(model, loader, opt, device):\n"
+        "    for x, y in loader:\n"
+        "        x = x.to(device)\n"
+        "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device))\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+    )
+    # the helper's batches are never moved while the training cell moves its own: host data
+    nb = notebook([("code", features), ("markdown", "## train"), ("code", train)])
+    (tmp_path / "nb.ipynb").write_text(nb)
+    assert run("check", "nb.ipynb", "--select", "TM301", cwd=tmp_path).stdout == ""
+    # a helper cell that moves its batches itself: its read waits for the device
+    moved = features.replace("x.mean(dim=1)", "x.cuda().mean(dim=1)")
+    nb = notebook([("code", moved), ("markdown", "## train"), ("code", train)])
+    (tmp_path / "nb.ipynb").write_text(nb)
+    assert run("check", "nb.ipynb", "--select", "TM301", cwd=tmp_path).stdout.startswith(
+        "nb.ipynb#cell1:5:20: TM301 "
+    )
+
+
 def test_notebook_cells_know_what_earlier_cells_built(tmp_path: Path) -> None:
     nb = notebook(
         [

@@ -23,6 +23,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .cuda_only import parsed_document
 from .kinds import LOADER, MODULE, NEW_TENSOR_FUNCS, NUMBER, PARAMETER, TENSOR, TENSOR_METADATA
 from .nodes import (
     assignments_by_name,
@@ -334,6 +335,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
             if isinstance(func, ast.Name) and ctx.kind(func) == MODULE:
                 n = func  # calling a module: its output is where the module is
                 continue
+            if _next_batch(ctx, n):
+                return CPU
             if isinstance(func, ast.Name) and func.id == "abs" and len(n.args) == 1 and q in ("", "abs"):
                 n = n.args[0]  # `abs(t)` is `t.abs()`
                 continue
@@ -385,8 +388,9 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 direct, moved = _numpy_roots(scope)
                 if n.id in direct and n.id not in moved:
                     return CPU  # `torch.where(score > t)[0].numpy()` later: a GPU `score` would raise
-                # `model(lens.to(self.device))` after this read: the caller's data, on the host
-                if read_line is not None and _moved_there_later(ctx, scope, n.id, read_line):
+                # `model(lens.to(self.device))` before the next binding: the caller's data, on the host
+                line = read_line if read_line is not None else _line_within(scope, n)
+                if line is not None and _moved_while_bound(ctx, scope, n.id, line):
                     return CPU
             if ctx.lookup(n.id) == LOADER:
                 return CPU
@@ -444,6 +448,15 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
     return None
 
 
+def _line_within(scope: ast.AST, node: ast.AST) -> int | None:
+    """The line of `node` when it lies in the lines of `scope`, a name reached by following
+    bindings; None for one from elsewhere."""
+    line = getattr(node, "lineno", None)
+    if line is None or not scope.lineno <= line <= (scope.end_lineno or 0):  # type: ignore[attr-defined]
+        return None
+    return line
+
+
 def _shared_place(ctx: Context, operands: list[ast.AST], depth: int) -> str | None:
     """Where tensors that one operation mixes are: on one device (mixing raises), so any operand
     whose place is known tells."""
@@ -496,6 +509,8 @@ def batches_stay_on_host(ctx: Context, loop: ast.AST, roots: set[str]) -> bool:
     if not _over_a_batch_source(loop) or not _derived_from_batches(loop, roots):
         return False
     tree = ctx.stack[0] if ctx.stack else None
+    if ctx.wider_document:
+        tree = parsed_document(ctx.document)  # a notebook: its other cells' loops and helpers too
     if tree is None or _may_move(tree, loop):
         return False
     return remember(tree, "batch_loops_move", lambda: _some_loop_moves_its_batches(tree))
@@ -724,14 +739,33 @@ def _host_copy_in(ctx: Context, scope: ast.AST, value: ast.AST) -> bool:
 
 def _unpacked_from_host_copies(ctx: Context, node: ast.Name) -> bool:
     """`loss, eer = model.loss(embeds_loss)` (the last unpacking of the name before the read)
-    where the call computes on values copied to the CPU (`_computes_on_host_copies`), or
-    `species, coords, cell = read_xyz(path)`: what a reader returns."""
+    where the call computes on values copied to the CPU (`_computes_on_host_copies`),
+    `species, coords, cell = read_xyz(path)`: what a reader returns, or `x, y =
+    next(iter(loader))`: a batch."""
     last = ctx.last_unpacking(node)
+    if last is not None and isinstance(last.value, ast.Name) and last.value.id != node.id:
+        return where(ctx, last.value, 1) == CPU  # `x, y = data` where `data` is a batch of a loader
     return (
         last is not None
         and isinstance(last.value, ast.Call)
-        and (_computes_on_host_copies(ctx, last.value, 0) or _reads_a_file(ctx, last.value))
+        and (
+            _computes_on_host_copies(ctx, last.value, 0)
+            or _reads_a_file(ctx, last.value)
+            or _next_batch(ctx, last.value)
+        )
     )
+
+
+def _next_batch(ctx: Context, call: ast.Call) -> bool:
+    """`next(iter(loader))`: one batch of a DataLoader, which comes out on the host."""
+    if not (isinstance(call.func, ast.Name) and call.func.id == "next" and call.args):
+        return False
+    if ctx.qualname(call.func) not in (None, "", "next"):
+        return False  # a `next` of the code's own
+    source = call.args[0]
+    if isinstance(source, ast.Call) and terminal_name(source.func) == "iter" and source.args:
+        source = source.args[0]
+    return ctx.kind(source) == LOADER
 
 
 def _where_accumulated(ctx: Context, name: str, depth: int) -> str | None:
@@ -921,22 +955,51 @@ def _numpy_roots(scope: ast.AST) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(direct), frozenset(moved)
 
 
-def _moved_there_later(ctx: Context, scope: ast.AST, name: str, line: int) -> bool:
-    """The function moves `name` itself to the accelerator (`name.to(self.device)`, `name.cuda()`)
-    only on lines after `line`, and binds it nowhere before that move: until the move it holds
-    what the caller handed over, which the author moves because it is on the host."""
+def _moved_while_bound(ctx: Context, scope: ast.AST, name: str, line: int) -> bool:
+    """The value `name` holds at `line` is moved to the accelerator by the function while the
+    name still holds it: later (`labels = labels.to(dev)` after the read), or earlier as a copy
+    handed on (`model(batch.to(self.device))`, `cur = x.clone()` then `cur.cuda()`). The
+    author moves it because it is on the host, so it is there at the read."""
+    if ctx.lookup(name) == MODULE:
+        return False  # `model.to(dev)` moves the module itself
     moves, stores = _moves_and_stores(scope)
-    lines = [c.lineno for c in moves.get(name, ()) if moves_to_accelerator(ctx, c)]
-    lines += [
-        c.lineno
-        for copy in _copies_of(scope, name)
-        for c in moves.get(copy, ())
-        if moves_to_accelerator(ctx, c)
+    own = stores.get(name, ())
+    start = max((s for s in own if s < line), default=0)  # the binding the read sees
+    end = min((s for s in own if s >= line), default=sys.maxsize)
+    rebound = _rebinding_moves(scope)
+    alone = _moves_on_their_own(scope)  # `net.to(dev)` as a statement: a module, moved in place
+    calls = [c for c in moves.get(name, ()) if id(c) not in alone and moves_to_accelerator(ctx, c)]
+    calls += [
+        c for copy in _copies_of(scope, name) for c in moves.get(copy, ()) if moves_to_accelerator(ctx, c)
     ]
-    if not lines or min(lines) <= line:
+    # `x = x.to(dev)` on several lines is the store's statement: it moves the binding before it
+    if not any(start < rebound.get(id(c), c.lineno) <= end for c in calls):
         return False
-    first = min(lines)
-    return not any(line < s < first for s in stores.get(name, ()))
+    for loop in ast.walk(scope):
+        if (
+            isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+            and start < loop.lineno <= line <= (loop.end_lineno or 0)
+            and any(line <= s <= (loop.end_lineno or 0) for s in own)
+        ):
+            return False  # bound before the loop and again later in it: the read may see that
+    return True
+
+
+@per_node
+def _moves_on_their_own(scope: ast.AST) -> frozenset[int]:
+    return frozenset(id(e.value) for e in ast.walk(scope) if isinstance(e, ast.Expr) and _moved_name(e.value))
+
+
+@per_node
+def _rebinding_moves(scope: ast.AST) -> dict[int, int]:
+    """`x = x.to(dev)`: the move calls whose result is stored back into the name they move, with
+    the line of the store."""
+    out: dict[int, int] = {}
+    for a in ast.walk(scope):
+        if isinstance(a, ast.Assign) and (moved := _moved_name(a.value)) is not None:
+            if any(isinstance(t, ast.Name) and t.id == moved for t in a.targets):
+                out[id(a.value)] = a.lineno
+    return out
 
 
 def _copies_of(scope: ast.AST, name: str) -> list[str]:

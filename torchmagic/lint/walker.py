@@ -360,6 +360,8 @@ class Walker:
                     kind = TENSOR
                 elif ann.endswith("Module"):
                     kind = MODULE
+                elif ann.endswith("DataLoader"):
+                    kind = LOADER
                 elif ann in ("int", "float", "bool"):
                     kind = NUMBER
             elif (
