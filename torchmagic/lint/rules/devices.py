@@ -120,6 +120,12 @@ def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
     the user asked for CUDA, so the code already runs on a machine without one."""
     path = [*ctx.stack, call]
     for anc, child in zip(path, path[1:]):
+        if (
+            isinstance(anc, (ast.With, ast.AsyncWith))
+            and child in anc.body
+            and _picks_a_cuda_device(ctx, anc)
+        ):
+            return True  # `with torch.cuda.device(gpu): x.cuda()`: code about the GPU it picked
         if not isinstance(anc, (ast.If, ast.IfExp)) or child is anc.test:
             continue
         if _names_cuda_flag(anc.test) or _off_branch_of_a_cpu_switch(anc, child):
@@ -135,6 +141,14 @@ def under_cuda_guard(ctx: Context, call: ast.Call) -> bool:
 
 # calls that only work with a CUDA device present: a branch that makes one runs on CUDA only
 _NEEDS_CUDA = frozenset({"torch.cuda.current_device", "torch.cuda.set_device"})
+
+
+def _picks_a_cuda_device(ctx: Context, block: ast.With | ast.AsyncWith) -> bool:
+    return any(
+        isinstance(item.context_expr, ast.Call)
+        and ctx.qualname(item.context_expr.func) == "torch.cuda.device"
+        for item in block.items
+    )
 
 
 def _branch_needs_cuda(ctx: Context, branch: list[ast.stmt]) -> bool:

@@ -452,6 +452,8 @@ def _short_literal(
         return len(node.elts) <= MAX_SHORT_LOOP and not any(isinstance(e, ast.Starred) for e in node.elts)
     if isinstance(node, ast.Dict):
         return len(node.keys) <= MAX_SHORT_LOOP and None not in node.keys  # no `**other`
+    if isinstance(node, ast.IfExp):  # `[0, 1] if torch.cuda.device_count() > 1 else [0]`
+        return all(_short_literal(ctx, side, depth + 1, scope, wrappers) for side in (node.body, node.orelse))
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
@@ -2115,6 +2117,8 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
     if _other_branch_reads(ctx, loop, roots):
         return  # `if distributed: v = reduce(loss).item() else: v = loss.item()`: one runs
     _note_branch_read(ctx, loop, call, roots)
+    if _decides_the_update(ctx, call, loop):
+        return  # `if loss.item() < threshold: loss.backward()`: whether this batch trains at all
     if _feeds_a_guard(ctx, call, loop):
         given = ctx.flag(
             call,
@@ -2454,6 +2458,24 @@ def _feeds_a_guard(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
     `if not math.isfinite(loss_value): sys.exit(1)`, or `math.isnan(loss.item())` in the test
     itself) or the loop (`if kl > 1.5 * target_kl: break`, early stopping): a deliberate
     per-step wait, for a decision only the host takes."""
+    return any(_stops(stmt.body) for stmt in _tests_of_the_value(ctx, call, loop))
+
+
+def _decides_the_update(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
+    """`if loss.item() < skip_threshold * last_error: loss.backward(); opt.step()`: the value
+    decides whether this batch trains at all. Only the host can skip the update (an update with
+    a zeroed loss still moves momentum), so the wait is the algorithm, not a read to defer."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
+        for stmt in _tests_of_the_value(ctx, call, loop)
+        for body_stmt in stmt.body
+        for n in ast.walk(body_stmt)
+    )
+
+
+def _tests_of_the_value(ctx: Context, call: ast.Call, loop: ast.AST) -> list[ast.If]:
+    """The `if`s of the loop that test the value read by `call` (directly, or through the name
+    it is bound to) with `isfinite`/`isnan`/`isinf` or an order comparison."""
     value, holder = _consumer(ctx, call)
     name = _bound_name(ctx, value, holder) if isinstance(holder, ast.Assign) else None
 
@@ -2474,10 +2496,7 @@ def _feeds_a_guard(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
                     return True
         return False
 
-    for stmt in ast.walk(loop):
-        if isinstance(stmt, ast.If) and _stops(stmt.body) and checks(stmt.test):
-            return True
-    return False
+    return [stmt for stmt in ast.walk(loop) if isinstance(stmt, ast.If) and checks(stmt.test)]
 
 
 def _test_label(node: ast.AST) -> str:
