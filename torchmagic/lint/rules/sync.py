@@ -2462,20 +2462,41 @@ def _feeds_a_guard(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
 
 
 def _decides_the_update(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
-    """`if loss.item() < skip_threshold * last_error: loss.backward(); opt.step()`: the value
-    decides whether this batch trains at all. Only the host can skip the update (an update with
-    a zeroed loss still moves momentum), so the wait is the algorithm, not a read to defer."""
+    """`if loss.item() < skip_threshold * last_error: loss.backward(); opt.step()`, or `if
+    loss.isnan().item(): continue` before the update: the value decides whether this batch
+    trains at all. Only the host can skip an update (one with a zeroed loss still moves
+    momentum), so the wait is the algorithm, not a read to defer."""
+    for test in _tests_of_the_value(ctx, call, loop):
+        if _updates(test.body):
+            return True
+        if test.body and isinstance(test.body[-1], ast.Continue) and _updates(_after(loop, test)):
+            return True
+    return False
+
+
+def _updates(block: list[ast.stmt]) -> bool:
+    """The statements run a training update: a `.backward()` or an optimizer's `.step()`."""
     return any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
-        for stmt in _tests_of_the_value(ctx, call, loop)
-        for body_stmt in stmt.body
-        for n in ast.walk(body_stmt)
+        for stmt in block
+        for n in ast.walk(stmt)
     )
+
+
+def _after(scope: ast.AST, stmt: ast.stmt) -> list[ast.stmt]:
+    """The statements that follow `stmt` in its block."""
+    for node in ast.walk(scope):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and any(s is stmt for s in block):
+                return block[next(i for i, s in enumerate(block) if s is stmt) + 1 :]
+    return []
 
 
 def _tests_of_the_value(ctx: Context, call: ast.Call, loop: ast.AST) -> list[ast.If]:
     """The `if`s of the loop that test the value read by `call` (directly, or through the name
-    it is bound to) with `isfinite`/`isnan`/`isinf` or an order comparison."""
+    it is bound to) with `isfinite`/`isnan`/`isinf`, an order comparison, or the read itself
+    (`if loss.isnan().item():`)."""
     value, holder = _consumer(ctx, call)
     name = _bound_name(ctx, value, holder) if isinstance(holder, ast.Assign) else None
 
@@ -2485,6 +2506,8 @@ def _tests_of_the_value(ctx: Context, call: ast.Call, loop: ast.AST) -> list[ast
         return name is not None and isinstance(arg, ast.Name) and arg.id == name
 
     def checks(test: ast.AST) -> bool:
+        if is_value(test) and isinstance(test, (ast.Call, ast.Name)):
+            return True  # `if loss.isnan().item():`, `if bad:` with `bad = ...item()`
         for n in ast.walk(test):
             if isinstance(n, ast.Call) and terminal_name(n.func) in _GUARD_CHECKS and n.args:
                 if is_value(n.args[0]):
