@@ -9,7 +9,7 @@ from ..accelerator import ACCELERATOR, where
 from ..context import Context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
-from ..nodes import is_name, isinstance_test, sole_bindings, terminal_name
+from ..nodes import is_name, isinstance_test, remember, sole_bindings, terminal_name
 from ..registry import check
 from ._common import over_unique_groups, unparse, unparse_operand
 
@@ -54,7 +54,27 @@ def _calls_a_module(ctx: Context, body: list[ast.stmt]) -> bool:
                     return True
                 if isinstance(f, ast.Name) and _self_attribute(ctx.origin(f)):
                     return True  # `decoder = self.net.decoder` ... `decoder(z)`
+                if isinstance(f, ast.Name) and f.id in _looping_functions(ctx):
+                    return True  # `estimate(V, batch)`, a function of this file with loops of its own
     return False
+
+
+def _looping_functions(ctx: Context) -> frozenset[str]:
+    """Names of the file's top-level functions that run loops: a call of one per item is a
+    whole procedure per value (an estimate redone for each sample count), not an element op."""
+    tree = ctx.stack[0] if ctx.stack else None
+    if tree is None:
+        return frozenset()
+    return remember(
+        tree,
+        "tm701.looping_functions",
+        lambda: frozenset(
+            f.name
+            for f in getattr(tree, "body", [])
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and any(isinstance(n, (ast.For, ast.While, ast.AsyncFor)) for n in ast.walk(f))
+        ),
+    )
 
 
 def _self_attribute(node: ast.AST | None) -> bool:
