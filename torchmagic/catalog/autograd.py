@@ -306,7 +306,10 @@ RULES = [
         not_flagged="""
             loops that call `backward()`, `torch.autograd.grad` or an optimizer's `step()` (saliency
             maps, adversarial examples, fine-tuning with frozen batch norm), also through a helper of
-            the same file; loops whose outputs a later `backward()` uses; functions decorated with
+            the same file; loops that make their inputs require grad (`pos.requires_grad = True`:
+            forces as gradients of an energy) and code built on interatomic-potential libraries
+            (SevenNet, MACE, NequIP, CHGNet, MatGL, ...), whose forward differentiates the energy;
+            loops whose outputs a later `backward()` uses; functions decorated with
             `no_grad`/`inference_mode` (also a project's own wrapper named for them, yolov5's
             `@smart_inference_mode()`) or that the file calls under them; forwards under
             `with torch.no_grad()`, `inference_mode()` or `set_grad_enabled(<not True>)` at any level;

@@ -10,6 +10,10 @@ cannot be saved for backward". Its forward passes and marginal log-likelihoods a
 values on every call (Cholesky and conjugate-gradient checks, `.item()` in the variational
 strategy), so one more read per step in a GPyTorch loop adds no wait of its own.
 
+Machine-learned interatomic potentials (SevenNet, MACE, NequIP, CHGNet, MatGL, SchNetPack,
+TorchANI, DeePMD, fairchem): forces and stresses are gradients of the predicted energy, taken
+with `torch.autograd.grad` inside the model's forward, so evaluating them needs grad on.
+
 FSDP (`torch.distributed.fsdp`, `fully_shard`, wrappers named for it): parameters are gathered
 and freed around each forward, which `torch.inference_mode()` breaks (tensors made there cannot
 be updated in place later, and resharding does), so `no_grad` is the mode to evaluate in.
@@ -30,8 +34,12 @@ def imports_rpc(ctx: Context) -> bool:
 
 
 def shards_parameters(ctx: Context) -> bool:
-    """The code shards its model with FSDP (`torch.distributed.fsdp`, `fully_shard`, or a
-    wrapper named for it: `FSDP2Wrapper`)."""
+    """The code shards its model with Machine-learned interatomic potentials (SevenNet, MACE, NequIP, CHGNet, MatGL, SchNetPack,
+    TorchANI, DeePMD, fairchem): forces and stresses are gradients of the predicted energy, taken
+    with `torch.autograd.grad` inside the model's forward, so evaluating them needs grad on.
+
+    FSDP (`torch.distributed.fsdp`, `fully_shard`, or a
+        wrapper named for it: `FSDP2Wrapper`)."""
     return _imports(ctx, "torch.distributed.fsdp") or any(
         v.rsplit(".", 1)[-1] in ("fully_shard", "FullyShardedDataParallel") or "FSDP" in v.rsplit(".", 1)[-1]
         for v in ctx.imports.values()
@@ -54,3 +62,27 @@ def forward_waits_each_call(ctx: Context) -> bool:
     """The code's models come from a library whose forward already waits for the GPU on every
     call (GPyTorch)."""
     return _imports(ctx, "gpytorch")
+
+
+# packages whose models take forces as gradients of the energy inside their forward
+_FORCE_FIELDS = (
+    "sevenn",
+    "mace",
+    "nequip",
+    "allegro",
+    "chgnet",
+    "matgl",
+    "schnetpack",
+    "torchani",
+    "deepmd",
+    "fairchem",
+    "ocpmodels",
+    "mattersim",
+    "orb_models",
+)
+
+
+def forward_needs_autograd(ctx: Context) -> bool:
+    """The code's models are interatomic potentials whose forward differentiates the energy
+    (forces, stress): evaluating them under `no_grad` breaks their outputs."""
+    return any(_imports(ctx, package) for package in _FORCE_FIELDS)

@@ -1958,6 +1958,31 @@ def _tries_without_grad_first(ctx: Context, node: ast.Try) -> bool:
 
 
 _FN_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _turns_grad_on(ctx: Context, loop: ast.AST) -> bool:
+    """The loop makes its inputs require grad (`coords.requires_grad = True`,
+    `x.requires_grad_()`) or takes gradients itself (`torch.autograd.grad`, `enable_grad`):
+    an evaluation that needs autograd, such as forces from an energy."""
+    for sub in ast.walk(loop):
+        if isinstance(sub, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in sub.targets
+        ):
+            if not (isinstance(sub.value, ast.Constant) and sub.value.value is False):
+                return True
+        if isinstance(sub, ast.Call):
+            if isinstance(sub.func, ast.Attribute) and sub.func.attr == "requires_grad_":
+                if not any(isinstance(a, ast.Constant) and a.value is False for a in sub.args):
+                    return True
+            if ctx.qualname(sub.func) in (
+                "torch.autograd.grad",
+                "torch.enable_grad",
+                "torch.set_grad_enabled",
+            ):
+                return True
+    return False
+
+
 # calls in an evaluation loop that may train through a helper the linter cannot see
 _TRAINING_WORDS = ("train", "fit", "backward", "attack", "adversar")
 
@@ -2142,6 +2167,8 @@ def eval_without_no_grad(loop: LoopInfo | ast.Module, ctx: Context) -> None:
         return
     if not _module_switches_to_eval(ctx):
         return
+    if libraries.forward_needs_autograd(ctx) or _turns_grad_on(ctx, node):
+        return  # forces as gradients of the energy: the evaluation needs autograd
     scope = scope_node(ctx)
     evals, trains = _mode_switches(scope)
     if not evals or all(p > _end(node) for p, _ in evals):
