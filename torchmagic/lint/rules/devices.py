@@ -495,6 +495,35 @@ def _saved_from_cpu(ctx: Context, obj: ast.AST | None) -> bool:
     return False
 
 
+_RNG_SETTERS = frozenset({"set_rng_state", "set_rng_state_all", "setstate", "set_state"})
+
+
+def _restores_rng_state(ctx: Context, stmt: ast.AST | None) -> bool:
+    """`state = torch.load(rng_file)` whose name only goes to `torch.random.set_rng_state(...)`,
+    `random.setstate`, `np.random.set_state` (or an `in` test): a file of random-generator
+    states. A checkpoint that also restores a model keeps its finding."""
+    if not (
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+    ):
+        return False
+    name = stmt.targets[0].id
+    scope = ctx.frame.node if ctx.frame.node is not None else (ctx.stack[0] if ctx.stack else None)
+    if scope is None:
+        return False
+    allowed: set[int] = set()
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Call) and terminal_name(n.func) in _RNG_SETTERS:
+            allowed.update(id(r) for a in n.args for r in ast.walk(a))
+        elif isinstance(n, ast.Compare) and all(isinstance(op, (ast.In, ast.NotIn)) for op in n.ops):
+            allowed.update(id(c) for c in n.comparators)
+    uses = [
+        n
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and n.lineno > stmt.lineno
+    ]
+    return bool(uses) and all(id(n) in allowed for n in uses)
+
+
 @check("TM203", calls={"load", "save"}, finish=True)
 def load_without_map_location(node: ast.AST, ctx: Context) -> None:
     files = _files.setdefault(ctx, _Files())
@@ -537,6 +566,8 @@ def load_without_map_location(node: ast.AST, ctx: Context) -> None:
     )
     if into is None and _names_a_data_file(ctx, f):
         return  # a preprocessed dataset or vocabulary: written from the CPU, not a checkpoint
+    if into is None and _restores_rng_state(ctx, stmt):
+        return  # random-generator states are CPU byte tensors; a CUDA map_location breaks them
     if into is None and ctx.in_dataset_method and not _names_a_checkpoint(ctx, f):
         return  # a dataset's own processed tensors, which its preprocessing writes from the CPU
     if into is None and _shipped_constant(ctx, f):
