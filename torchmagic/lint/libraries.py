@@ -34,12 +34,8 @@ def imports_rpc(ctx: Context) -> bool:
 
 
 def shards_parameters(ctx: Context) -> bool:
-    """The code shards its model with Machine-learned interatomic potentials (SevenNet, MACE, NequIP, CHGNet, MatGL, SchNetPack,
-    TorchANI, DeePMD, fairchem): forces and stresses are gradients of the predicted energy, taken
-    with `torch.autograd.grad` inside the model's forward, so evaluating them needs grad on.
-
-    FSDP (`torch.distributed.fsdp`, `fully_shard`, or a
-        wrapper named for it: `FSDP2Wrapper`)."""
+    """The code shards its model with FSDP (`torch.distributed.fsdp`, `fully_shard`, or a
+    wrapper named for it: `FSDP2Wrapper`)."""
     return _imports(ctx, "torch.distributed.fsdp") or any(
         v.rsplit(".", 1)[-1] in ("fully_shard", "FullyShardedDataParallel") or "FSDP" in v.rsplit(".", 1)[-1]
         for v in ctx.imports.values()
