@@ -660,9 +660,17 @@ def _cpu_target(ctx: Context, target: ast.AST | None) -> bool:
     torch.device("cpu")`): a device argument that is the CPU."""
     if isinstance(target, ast.Name):
         target = ctx.origin(target) or target
-    if isinstance(target, ast.Call) and (ctx.qualname(target.func) or "") == "torch.device" and target.args:
-        target = target.args[0]
-    return device_type_of_literal(target) == "cpu"
+    return target is not None and spelled_device_type(ctx, target) == "cpu"
+
+
+def spelled_device_type(ctx: Context, value: ast.AST) -> str | None:
+    """ "cpu" for `"cpu"` or `torch.device("cpu")`, "cuda" for `"cuda:0"`: a device spelled out
+    (a device index alone, `0`, is not)."""
+    if isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.device" and value.args:
+        value = value.args[0]
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return device_type_of_literal(value)
+    return None
 
 
 def _host_copy(ctx: Context, call: ast.Call, methods: frozenset[str] = frozenset({"cpu"})) -> bool:

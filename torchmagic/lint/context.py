@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..report import Finding, Fix
+from .accelerator import spelled_device_type
 from .fixes import EditMaker
 from .kinds import (
     DATASET,
@@ -40,7 +41,7 @@ from .kinds import (
     is_class,
     qualified_call_kind,
 )
-from .nodes import device_type_of_literal, isinstance_test, unpackings
+from .nodes import isinstance_test, unpackings
 
 if TYPE_CHECKING:
     from .registry import StaticCheck
@@ -154,7 +155,7 @@ class Carry:
             origin = ctx.origin(node)
             if origin is not None:
                 devices.pop(name, None)
-                kind = _device_literal_type(ctx, origin)
+                kind = spelled_device_type(ctx, origin)
                 if kind is not None:
                     devices[name] = kind
         return cls(
@@ -763,15 +764,6 @@ _GRAD_CONTEXTS = {
     "torch.autograd.grad_mode.no_grad": "no_grad",
     "torch.autograd.no_grad": "no_grad",
 }
-
-
-def _device_literal_type(ctx: Context, value: ast.AST) -> str | None:
-    """ "cpu" for `"cpu"` or `torch.device("cpu")`, "cuda" for `"cuda:0"`: a device spelled out."""
-    if isinstance(value, ast.Call) and ctx.qualname(value.func) == "torch.device" and value.args:
-        value = value.args[0]
-    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        return device_type_of_literal(value)  # a device index alone (`0`) is not spelled out
-    return None
 
 
 def _is_torch_dtype(qualname: str | None) -> bool:
