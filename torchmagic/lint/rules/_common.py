@@ -7,6 +7,7 @@ import inspect
 import re
 import textwrap
 import types
+from collections.abc import Callable
 
 from ..context import Context
 from ..kinds import DEVICE, TENSOR_KINDS
@@ -330,4 +331,15 @@ def packed_sequence(ctx: Context, node: ast.AST) -> bool:
         if tested is not None and tested[0] == node.id:
             if any(terminal_name(t) == "PackedSequence" for t in tested[1]):
                 return True
+    return False
+
+
+def inside_a_call(ctx: Context, call: ast.AST, matches: Callable[[ast.Call], bool]) -> bool:
+    """`call` is inside an argument of an enclosing call of the same statement that `matches`
+    (`save_image(x.cpu(), path)`, `torch.save({"steps": s.cpu()}, p)`)."""
+    for up in reversed(ctx.stack):
+        if isinstance(up, ast.Call) and up is not call and matches(up):
+            return True
+        if isinstance(up, ast.stmt):
+            return False
     return False

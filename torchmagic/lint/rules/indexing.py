@@ -9,7 +9,7 @@ from ..accelerator import ACCELERATOR, where
 from ..context import Context
 from ..fixes import fix_of
 from ..kinds import DTYPE, MODULE, NDARRAY, NUMBER, STRING
-from ..nodes import is_name, isinstance_test, remember, sole_bindings, terminal_name
+from ..nodes import is_name, isinstance_test, parents_of, remember, sole_bindings, terminal_name
 from ..registry import check
 from ._common import over_unique_groups, unparse, unparse_operand
 
@@ -497,7 +497,7 @@ def _reads_only_metadata(loop: ast.For) -> bool:
     uses = [n for stmt in loop.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == name]
     if not uses:
         return False
-    parents = {id(c): p for stmt in loop.body for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
+    parents = parents_of(loop)
     for use in uses:
         up = parents.get(id(use))
         if isinstance(up, ast.Attribute) and up.attr in _METADATA_READS:

@@ -47,6 +47,7 @@ from ..registry import check
 from ._common import (
     chain_nodes,
     chain_root,
+    inside_a_call,
     name_like,
     packed_sequence,
     root_name,
@@ -1386,11 +1387,8 @@ def _saved_to_a_file(ctx: Context, call: ast.Call) -> bool:
     """The copy goes into what the method saves (`torch.save({"steps": self.steps.cpu()}, p)`,
     or `obj = dict(steps=self.steps.cpu(), ...)` then `self.accelerator.save(obj, path)`): a
     checkpoint written from host memory, not a placement of the module's state."""
-    for up in reversed(ctx.stack):
-        if isinstance(up, ast.Call) and terminal_name(up.func) in _SAVERS:
-            return True
-        if isinstance(up, ast.stmt):
-            break
+    if inside_a_call(ctx, call, lambda up: terminal_name(up.func) in _SAVERS):
+        return True
     stmt = ctx.statement()
     fn = ctx.frame.node
     if not (

@@ -65,6 +65,7 @@ from . import devices
 from ._common import (
     declared_options,
     format_template,
+    inside_a_call,
     move_target,
     name_like,
     over_unique_groups,
@@ -1957,24 +1958,14 @@ def _drawn_each_pass(ctx: Context, call: ast.Call) -> bool:
     (`ax.text(j, i, f"{sim[i, j].item():.3f}")`), which one `.tolist()` before the loop reads."""
     if terminal_name(call.func) == "item":
         return False
-    return _inside_a_call(ctx, call, lambda up: root_name(up.func) in _PLOT_ROOTS)
-
-
-def _inside_a_call(ctx: Context, call: ast.Call, matches: Callable[[ast.Call], bool]) -> bool:
-    """`call` is inside an argument of an enclosing call of the same statement that `matches`."""
-    for up in reversed(ctx.stack):
-        if isinstance(up, ast.Call) and up is not call and matches(up):
-            return True
-        if isinstance(up, ast.stmt):
-            return False
-    return False
+    return inside_a_call(ctx, call, lambda up: root_name(up.func) in _PLOT_ROOTS)
 
 
 def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     """What the read brings to the host is written to a file in the same pass (`save_image(x.cpu(),
     f"{i}.png")`, `sf.write(path, wav.cpu().numpy(), sr)`, through names bound from it): the file
     needs the values of this pass on the host, so there is nothing to keep on the device."""
-    if _inside_a_call(ctx, call, writes_a_file):
+    if inside_a_call(ctx, call, writes_a_file):
         return True
     stmt = ctx.statement()
     if stmt is None or not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -2117,9 +2108,10 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
     if _other_branch_reads(ctx, loop, roots):
         return  # `if distributed: v = reduce(loss).item() else: v = loss.item()`: one runs
     _note_branch_read(ctx, loop, call, roots)
-    if _decides_the_update(ctx, call, loop):
+    tests = _tests_of_the_value(ctx, call, loop)
+    if _decides_the_update(loop, tests):
         return  # `if loss.item() < threshold: loss.backward()`: whether this batch trains at all
-    if _feeds_a_guard(ctx, call, loop):
+    if _feeds_a_guard(tests):
         given = ctx.flag(
             call,
             f"`{label}` inside a loop waits for the GPU on every iteration, to check the value"
@@ -2453,20 +2445,20 @@ def _stops(body: list[ast.stmt]) -> bool:
     )
 
 
-def _feeds_a_guard(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
+def _feeds_a_guard(tests: list[ast.If]) -> bool:
     """The host value goes to a check that stops the run (`loss_value = loss.item()` then
     `if not math.isfinite(loss_value): sys.exit(1)`, or `math.isnan(loss.item())` in the test
     itself) or the loop (`if kl > 1.5 * target_kl: break`, early stopping): a deliberate
-    per-step wait, for a decision only the host takes."""
-    return any(_stops(stmt.body) for stmt in _tests_of_the_value(ctx, call, loop))
+    per-step wait, for a decision only the host takes. `tests`: `_tests_of_the_value`."""
+    return any(_stops(stmt.body) for stmt in tests)
 
 
-def _decides_the_update(ctx: Context, call: ast.Call, loop: ast.AST) -> bool:
+def _decides_the_update(loop: ast.AST, tests: list[ast.If]) -> bool:
     """`if loss.item() < skip_threshold * last_error: loss.backward(); opt.step()`, or `if
     loss.isnan().item(): continue` before the update: the value decides whether this batch
     trains at all. Only the host can skip an update (one with a zeroed loss still moves
-    momentum), so the wait is the algorithm, not a read to defer."""
-    for test in _tests_of_the_value(ctx, call, loop):
+    momentum), so the wait is the algorithm, not a read to defer. `tests`: `_tests_of_the_value`."""
+    for test in tests:
         if _updates(test.body):
             return True
         if test.body and isinstance(test.body[-1], ast.Continue) and _updates(_after(loop, test)):
@@ -2485,12 +2477,9 @@ def _updates(block: list[ast.stmt]) -> bool:
 
 def _after(scope: ast.AST, stmt: ast.stmt) -> list[ast.stmt]:
     """The statements that follow `stmt` in its block."""
-    for node in ast.walk(scope):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and any(s is stmt for s in block):
-                return block[next(i for i, s in enumerate(block) if s is stmt) + 1 :]
-    return []
+    parent = parents_of(scope).get(id(stmt))
+    found = block_of(parent, stmt) if parent is not None else None
+    return found[0][found[1] + 1 :] if found is not None else []
 
 
 def _tests_of_the_value(ctx: Context, call: ast.Call, loop: ast.AST) -> list[ast.If]:
