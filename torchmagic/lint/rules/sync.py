@@ -2006,6 +2006,9 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
         return  # GPyTorch's forward reads GPU values on every call: one more read adds no wait
     if _walks_parameters_once(ctx, loop):
         return  # `for p in model.parameters(): print(p)` after training: a report, not a hot path
+    value_read = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if value_read is not None and _walks_a_mapping(ctx, loop, value_read):
+        return  # `for k in totals: log += f"{k}: {totals[k].item()}"`: a few named values, read out
     if _breaks_after(ctx, loop, call):
         return  # `if done: r = info["r"][i].item(); ...; break`: once per pass, as after the loop
     if _per_dimension(ctx, loop):
@@ -2232,13 +2235,28 @@ def _converted_by_type(ctx: Context, call: ast.Call) -> bool:
     walked = _iteration_names(ctx.loops[-1].node)
     for anc in reversed(ctx.stack):
         if isinstance(anc, (ast.IfExp, ast.If)):
-            tested = isinstance_test(anc.test)
+            tested = _type_tested(anc.test)
             # a test of what the loop walks, not of a model
-            if tested is not None and tested[0] in walked and _within_branch(anc, call):
+            if tested is not None and tested in walked and _within_branch(anc, call):
                 return True
         if anc is ctx.loops[-1].node:
             return False
     return False
+
+
+def _type_tested(test: ast.AST) -> str | None:
+    """The plain name of `isinstance(v, Tensor)` or `torch.is_tensor(v)`."""
+    tested = isinstance_test(test)
+    if tested is not None:
+        return tested[0]
+    if (
+        isinstance(test, ast.Call)
+        and terminal_name(test.func) == "is_tensor"
+        and len(test.args) == 1
+        and isinstance(test.args[0], ast.Name)
+    ):
+        return test.args[0].id
+    return None
 
 
 def _within_branch(branch: ast.If | ast.IfExp, node: ast.AST) -> bool:
@@ -2368,6 +2386,60 @@ def _walks_parameters_once(ctx: Context, loop: ast.AST) -> bool:
         return True
     tree = ctx.stack[0] if ctx.stack else None
     return tree is not None and _runs_once_per_run(tree, func, 0)
+
+
+def _walks_a_mapping(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
+    """`for key, value in metrics.items()`, `for key in totals: totals[key].item()`, in no other
+    loop of a function that runs no model (nor of the loop, at top level): a walk over the entries of one dict of named
+    values (losses, metrics) that already exist. Its first read drains the queue and the others
+    copy a number each; there is no stream of steps to stall, as with the same reads written out
+    one by one."""
+    if len(ctx.loops) != 1 or not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    it = loop.iter
+    while isinstance(it, ast.Call) and terminal_name(it.func) in ("enumerate", "list", "sorted") and it.args:
+        it = it.args[0]
+    if not _over_entries(loop, it) or not _an_entry(loop, it, value):
+        return False
+    # in a training step the first read waits for that step's backward
+    return not _runs_a_model(ctx, loop if ctx.frame.node is None else ctx.frame.node)
+
+
+def _an_entry(loop: ast.For | ast.AsyncFor, it: ast.AST, value: ast.AST) -> bool:
+    """The read is of an entry as the walk hands it (`v`, `d[key]`, `d[key].detach()`), not of
+    something the body computes from it."""
+    if not _launches_no_work(value):
+        return False
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        value = value.func.value
+    if isinstance(value, ast.Subscript) and isinstance(loop.target, ast.Name):
+        mapping = it.func.value if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) else it
+        return ast.unparse(value.value) == ast.unparse(mapping)
+    return (
+        isinstance(value, ast.Name)
+        and value.id in _rebinds(loop.target)
+        and not any(value.id in _rebinds(stmt) for stmt in loop.body)
+    )
+
+
+def _over_entries(loop: ast.For | ast.AsyncFor, it: ast.AST) -> bool:
+    """`d.items()`, `d.values()`, `d.keys()`, or `d` itself when the body looks up `d[key]`
+    with the key the loop binds."""
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
+        return (
+            it.func.attr in ("items", "values", "keys") and terminal_name(it.func.value) not in _MODEL_STATE
+        )
+    if not isinstance(it, (ast.Name, ast.Attribute)) or not isinstance(loop.target, ast.Name):
+        return False
+    held, key = ast.unparse(it), loop.target.id
+    return any(
+        isinstance(n, ast.Subscript)
+        and isinstance(n.slice, ast.Name)
+        and n.slice.id == key
+        and ast.unparse(n.value) == held
+        for stmt in loop.body
+        for n in ast.walk(stmt)
+    )
 
 
 def _runs_once_per_run(tree: ast.AST, func: ast.AST, depth: int) -> bool:
