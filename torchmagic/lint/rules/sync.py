@@ -250,8 +250,8 @@ def _named_test(ctx: Context, test: ast.AST, loop: ast.AST | None) -> ast.AST:
 
 def guard_kind(ctx: Context, node: ast.AST) -> str | None:
     """How often `node` runs in its innermost loop: on one iteration only (`if i == 0:`),
-    every N steps (`if step % N == 0:`, a counter the block resets, or `if step % N: continue`
-    before it), when the user asks (`if debug:`), or on every iteration (None)."""
+    every N steps (`if step % N == 0:`, a counter the block resets, `if step % N: continue`
+    before it, or `if step % N: return` before the loop in a function), when the user asks (`if debug:`), or on every iteration (None)."""
     depth = len(ctx.loops) - 1
     loop = ctx.loops[depth].node if ctx.loops else None
     names = _loop_names(loop) if loop is not None else set()
@@ -287,15 +287,13 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             return PERIODIC
         if _debug_switch(parent.test):
             return ON_REQUEST
-    for stmt in getattr(loop, "body", None) or []:
+    # `if step % N: continue` early in the loop; with no loop around in the function (a
+    # callback run after each step), `if self.step % N != 0: return` early in the function
+    scope, leave = (loop, ast.Continue) if loop is not None else (ctx.frame.node, ast.Return)
+    for stmt in getattr(scope, "body", None) or []:
         if any(stmt is s for s in stack):
             break
-        if (
-            isinstance(stmt, ast.If)
-            and stmt.body
-            and isinstance(stmt.body[-1], ast.Continue)
-            and _is_mod(stmt.test)
-        ):
+        if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], leave) and _is_mod(stmt.test):
             return PERIODIC
     return None
 
