@@ -290,6 +290,28 @@ _FILE_MODULES = frozenset(
 )
 
 
+# a helper named for writing something out (`save_mels`, `write_ply`, `dump_json`)
+_WRITER_NAME = re.compile(r"^(?:save|write|dump|export)_[a-z0-9_]+$")
+_FILE_NAME = re.compile(r"\.[A-Za-z][A-Za-z0-9]{1,4}$")
+_PATH_WORDS = ("path", "file", "fname", "filename")
+
+
+def _names_a_file(call: ast.Call) -> bool:
+    """The call's first argument (or its `path=`/`file=` keyword) names a file: a string
+    ending in an extension, a call or f-string holding one (`get_path(".png")`,
+    `f"{i}.wav"`), or a name such as `out_path`."""
+    first = call.args[:1] + [k.value for k in call.keywords if k.arg in _PATH_WORDS]
+    for arg in first:
+        if isinstance(arg, (ast.Name, ast.Attribute)) and any(
+            w in terminal_name(arg).lower() for w in _PATH_WORDS
+        ):
+            return True
+        for n in ast.walk(arg):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and _FILE_NAME.search(n.value):
+                return True
+    return False
+
+
 def writes_a_file(call: ast.Call) -> bool:
     """`save_image(x, path)`, `sf.write(path, wav, sr)`, `Image.fromarray(a).save(p)`,
     `print(line, file=fp)`: one call writes host values to a file."""
@@ -297,6 +319,8 @@ def writes_a_file(call: ast.Call) -> bool:
     name = terminal_name(func)
     if name in _FILE_WRITERS:
         return True
+    if name is not None and _WRITER_NAME.match(name) and _names_a_file(call):
+        return True  # `save_mels(get_path(".png"), mel=m.cpu().numpy())`: a helper of the program
     if name == "print":
         # `print(line, file=fp)`: a line of an output file (the console streams are a log)
         target = next((k.value for k in call.keywords if k.arg == "file"), None)
