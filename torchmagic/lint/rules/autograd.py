@@ -71,6 +71,7 @@ from .modules import (
     bare_module_instance,
     built_without_grad,
     indices_of,
+    joined_without_grad,
 )
 
 # Tensor methods whose result still carries the receiver's autograd graph.
@@ -1605,7 +1606,15 @@ def _without_a_graph(ctx: Context, owner: ast.AST) -> bool:
     """What `.data` is read from (through `.cpu()`-like calls) is a name last bound inside a
     `no_grad`/`inference_mode` block: an output with no graph, which `.data` cannot bypass."""
     root = chain_root(owner)
-    return isinstance(root, ast.Name) and built_without_grad(ctx, root)
+    if isinstance(root, ast.Name) and built_without_grad(ctx, root):
+        return True
+    while (
+        isinstance(owner, ast.Call)
+        and isinstance(owner.func, ast.Attribute)
+        and owner.func.attr in KEEPS_DTYPE
+    ):
+        owner = owner.func.value
+    return joined_without_grad(ctx, owner)  # `torch.cat(scores).data`
 
 
 def _into_a_gradient(ctx: Context) -> bool:

@@ -3053,11 +3053,43 @@ def built_without_grad(ctx: Context, expr: ast.AST) -> bool:
         last = max(bound, key=lambda n: n.lineno)
         if any(_turns_grad_off(ctx, up) for up in ancestors(parents, last)):
             return True
+        if joined_without_grad(ctx, last.value):
+            return True
         value: ast.AST = last.value
         while isinstance(value, (ast.Subscript, ast.Attribute)):
             value = value.value
         expr = value
     return False
+
+
+_JOINS = frozenset({"cat", "concat", "concatenate", "stack", "vstack", "hstack"})
+
+
+def joined_without_grad(ctx: Context, value: ast.AST) -> bool:
+    """`torch.vstack(preds)` where every `preds.append(...)` of the function runs with gradients
+    off (`with torch.no_grad(): ... preds.append(out)`): the joined tensor has no graph either."""
+    fn = ctx.frame.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if not (
+        isinstance(value, ast.Call)
+        and terminal_name(value.func) in _JOINS
+        and (ctx.qualname(value.func) or "").startswith("torch.")
+        and value.args
+        and isinstance(value.args[0], ast.Name)
+    ):
+        return False
+    held = value.args[0].id
+    adds = [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("append", "extend", "insert")
+        and is_name(n.func.value, held)
+    ]
+    parents = parents_of(fn)
+    return bool(adds) and all(any(_turns_grad_off(ctx, up) for up in ancestors(parents, n)) for n in adds)
 
 
 def _submodule_output(ctx: Context, expr: ast.AST) -> str | None:
