@@ -2043,7 +2043,10 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
             if ctx.qualname(func) != "torch.cuda.synchronize":
                 return
             if _times_next(ctx, call):
-                return  # `torch.cuda.synchronize()` then `t0 = time.time()`: a timing barrier
+                # `torch.cuda.synchronize()` then `t0 = time.time()`: a timing barrier, and the
+                # iteration's wait in any case
+                _note_a_wait_the_host_needs(ctx, call, None)
+                return
             label = "torch.cuda.synchronize()"
         elif func.attr in _SYNC_METHODS:
             if call.args and func.attr in ("item", "tolist", "numpy", "cpu"):
@@ -2111,7 +2114,9 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
     _note_branch_read(ctx, loop, call, roots)
     tests = _tests_of_the_value(ctx, call, loop)
     if _decides_the_update(loop, tests):
-        return  # `if loss.item() < threshold: loss.backward()`: whether this batch trains at all
+        # `if loss.item() < threshold: loss.backward()`: whether this batch trains at all
+        _note_a_wait_the_host_needs(ctx, call, value)
+        return
     if _feeds_a_guard(tests):
         given = ctx.flag(
             call,
@@ -2123,7 +2128,7 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
             severity="info",
             needs_accelerator=place is None,
         )
-        ctx.loops[-1].facts.setdefault(_GIVEN, []).append(given)
+        _record_given(ctx, given)
         return
     copies_out = isinstance(func, ast.Attribute) and func.attr == "cpu"
     given = ctx.flag(
@@ -2137,11 +2142,23 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
         " loop, or only every N steps.",
         needs_accelerator=place is None,
     )
-    ctx.loops[-1].facts.setdefault(_GIVEN, []).append(given)
+    _record_given(ctx, given)
 
 
 _GIVEN = "TM301.given"  # LoopInfo.facts: the findings given in the loop's iteration
 _HOST_WAITS = "TM301.host_waits"  # LoopInfo.facts: every iteration waits for a value the host needs
+
+
+def _record_given(ctx: Context, given: Finding | None) -> None:
+    """Keep the finding with its loop, and with the statement loop around a comprehension it is
+    in (`stats |= {k: v.item() for k, v in losses.items()}` in a batch loop): a wait that
+    iteration has in any case withdraws it too."""
+    if given is None:
+        return
+    for info in reversed(ctx.loops):
+        info.facts.setdefault(_GIVEN, []).append(given)
+        if not isinstance(info.node, COMPREHENSIONS):
+            break
 
 
 def _note_a_wait_the_host_needs(ctx: Context, call: ast.Call, value: ast.AST | None) -> None:
