@@ -2404,29 +2404,40 @@ def _walks_parameters_once(ctx: Context, loop: ast.AST) -> bool:
 
 
 def _walks_a_mapping(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
-    """`for key, value in metrics.items()`, `for key in totals: totals[key].item()`, in no other
-    loop of a function that runs no model (nor of the loop, at top level): a walk over the entries of one dict of named
-    values (losses, metrics) that already exist. Its first read drains the queue and the others
-    copy a number each; there is no stream of steps to stall, as with the same reads written out
+    """`for key, value in metrics.items()`, `for key in totals: totals[key].item()` (or walks of
+    nested dicts, `for layer, rec in per_layer.items()` in a walk of the outer one), in no other
+    loop of a function that runs no model (nor of the loop, at top level): a walk over the
+    entries of dicts of named values (losses, metrics, recorders) that already exist. It runs
+    once per call; there is no stream of steps to stall, as with the same reads written out
     one by one."""
-    if len(ctx.loops) != 1 or not isinstance(loop, (ast.For, ast.AsyncFor)):
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or not all(
+        isinstance(info.node, (ast.For, ast.AsyncFor))
+        and _over_entries(info.node, _entries_walked(info.node))
+        for info in ctx.loops
+    ):
         return False
-    it = loop.iter
-    while isinstance(it, ast.Call) and terminal_name(it.func) in ("enumerate", "list", "sorted") and it.args:
-        it = it.args[0]
-    if not _over_entries(loop, it) or not _an_entry(loop, it, value):
+    if not _an_entry(loop, _entries_walked(loop), value):
         return False
     # in a training step the first read waits for that step's backward
     return not _runs_a_model(ctx, loop if ctx.frame.node is None else ctx.frame.node)
 
 
+def _entries_walked(loop: ast.For | ast.AsyncFor) -> ast.AST:
+    it = loop.iter
+    while isinstance(it, ast.Call) and terminal_name(it.func) in ("enumerate", "list", "sorted") and it.args:
+        it = it.args[0]
+    return it
+
+
 def _an_entry(loop: ast.For | ast.AsyncFor, it: ast.AST, value: ast.AST) -> bool:
-    """The read is of an entry as the walk hands it (`v`, `d[key]`, `d[key].detach()`), not of
-    something the body computes from it."""
+    """The read is of an entry as the walk hands it (`v`, `d[key]`, `d[key].detach()`, a field of
+    it, `rec.counts`), not of something the body computes from it."""
     if not _launches_no_work(value):
         return False
-    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-        value = value.func.value
+    while isinstance(value, ast.Attribute) or (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+    ):
+        value = value.func.value if isinstance(value, ast.Call) else value.value  # type: ignore[attr-defined]
     if isinstance(value, ast.Subscript) and isinstance(loop.target, ast.Name):
         mapping = it.func.value if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) else it
         return ast.unparse(value.value) == ast.unparse(mapping)
