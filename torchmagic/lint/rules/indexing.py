@@ -354,7 +354,7 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
     tensor = _length_of(ctx, it.args[0]) if len(it.args) == 1 else None
     if tensor is None or not ctx.is_tensor(tensor) or not _indexes_element(ctx, body, tensor, node.target.id):
         filled = _fills_device_tensor(ctx, body, node.target.id)
-        if filled is not None and not _copies_blocks(node):
+        if filled is not None and not _copies_blocks(node) and not _ragged_rows(ctx, body, node.target.id):
             ctx.flag(
                 node,
                 f"`for {node.target.id} in {unparse(it, 40)}` writes `{unparse(filled, 20)}[{node.target.id}]`"
@@ -363,7 +363,11 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
                 f" (`{unparse(filled, 20)}[a:b] = ...`), or build the tensor on the CPU and move it once.",
             )
         return
-    if _only_side_effects(ctx, body, tensor) or _copies_blocks(node):
+    if (
+        _only_side_effects(ctx, body, tensor)
+        or _copies_blocks(node)
+        or _ragged_rows(ctx, body, node.target.id)
+    ):
         return
     window = _sliding_window(node)
     if window is not None:
@@ -383,6 +387,30 @@ def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
         "Replace the loop by one vectorised operation over the whole tensor (broadcasting,"
         " `x.max(dim=1)`, `gather`, `torch.where`).",
     )
+
+
+def _ragged_rows(ctx: Context, body: list[ast.stmt], var: str) -> bool:
+    """`x[i][mask[i]]`: each row keeps the elements its own boolean mask picks, a different
+    number per row, so the rows do not stack into one tensor operation as they are."""
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if not (
+                isinstance(sub, ast.Subscript)
+                and isinstance(sub.value, ast.Subscript)
+                and _indexed_by(sub.value, var)
+                and isinstance(sub.slice, ast.Subscript)
+                and _indexed_by(sub.slice, var)
+                and isinstance(sub.slice.value, ast.Name)
+            ):
+                continue
+            mask = sub.slice.value
+            if "mask" in mask.id.lower() or isinstance(ctx.origin(mask), ast.Compare):
+                return True
+    return False
+
+
+def _indexed_by(sub: ast.Subscript, var: str) -> bool:
+    return isinstance(sub.slice, ast.Name) and sub.slice.id == var
 
 
 def _full_slice(node: ast.AST) -> bool:
