@@ -110,7 +110,9 @@ _OFF_THE_GRAPH = HOST_VALUE_METHODS | {"detach"}
 
 def _rebound_off_the_graph(origin: ast.AST | None) -> bool:
     """The name's last binding is a value cut from the graph: `x.detach()...`, `x.item()`,
-    `x.cpu().numpy()`, `float(x)`."""
+    `x.cpu().numpy()`, `float(x)`, `-x.mean().item()`."""
+    while isinstance(origin, ast.UnaryOp):
+        origin = origin.operand
     if isinstance(origin, ast.Call) and isinstance(origin.func, ast.Name):
         return origin.func.id in ("float", "int")
     while isinstance(origin, ast.Call) and isinstance(origin.func, ast.Attribute):
@@ -1789,6 +1791,8 @@ def numpy_without_detach(call: ast.Call, ctx: Context) -> None:
     origin = ctx.origin(root)
     if origin is not None and "detach" in call_chain(origin):
         return
+    if isinstance(root, ast.Name) and built_without_grad(ctx, root):
+        return  # `with torch.no_grad(): output = model(x)`, then `output["masks"].cpu().numpy()`
     ctx.flag(
         call,
         f"`{unparse(call, 50)}` fails on a tensor that requires grad.",

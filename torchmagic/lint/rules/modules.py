@@ -3039,9 +3039,12 @@ def _running_statistics(ctx: Context, node: ast.AST) -> bool:
 def built_without_grad(ctx: Context, expr: ast.AST) -> bool:
     """`out = self.latent(batch)` inside `with torch.no_grad():`, then `img = out["recon"]` and
     `img.detach()`: a value computed with gradients off has no graph, so the detach cuts
-    nothing (followed through item and attribute reads, and names, of this method)."""
+    nothing (followed through item and attribute reads, and names, of this function, or of
+    the script or notebook at its top level)."""
     fn = ctx.frame.node
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if fn is None and ctx.stack and isinstance(ctx.stack[0], ast.Module):
+        fn = ctx.stack[0]
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
         return False
     parents = parents_of(fn)
     for _ in range(4):
@@ -3069,7 +3072,9 @@ def joined_without_grad(ctx: Context, value: ast.AST) -> bool:
     """`torch.vstack(preds)` where every `preds.append(...)` of the function runs with gradients
     off (`with torch.no_grad(): ... preds.append(out)`): the joined tensor has no graph either."""
     fn = ctx.frame.node
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if fn is None and ctx.stack and isinstance(ctx.stack[0], ast.Module):
+        fn = ctx.stack[0]
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
         return False
     if not (
         isinstance(value, ast.Call)
