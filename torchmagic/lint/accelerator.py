@@ -214,10 +214,10 @@ def moves_to_accelerator(ctx: Context, call: ast.Call) -> bool:
             return True
         if func.attr == "to":
             target = keyword(call, "device") or (call.args[0] if call.args else None)
-            if target is not None and is_accelerator_target(ctx, target) and not _follows_a_value(target):
+            if target is not None and is_accelerator_target(ctx, target) and not _follows(ctx, target):
                 return True
     for kw in call.keywords:
-        if kw.arg == "device" and is_accelerator_target(ctx, kw.value) and not _follows_a_value(kw.value):
+        if kw.arg == "device" and is_accelerator_target(ctx, kw.value) and not _follows(ctx, kw.value):
             return True
         if kw.arg == "non_blocking" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
             return True
@@ -225,6 +225,29 @@ def moves_to_accelerator(ctx: Context, call: ast.Call) -> bool:
 
 
 _SETTINGS = re.compile(r"^(self|args?|opts?|cfg|config|conf|hparams|params|settings|flags|FLAGS)$")
+
+
+def _follows(ctx: Context, target: ast.AST) -> bool:
+    """`_follows_a_value`, or `args.device` where `args` is a tensor whose shape the function
+    reads (`args.shape[0]`), not the settings that the name usually holds."""
+    if _follows_a_value(target):
+        return True
+    if not (
+        isinstance(target, ast.Attribute) and target.attr == "device" and isinstance(target.value, ast.Name)
+    ):
+        return False
+    scope = ctx.frame.node
+    return scope is not None and target.value.id in _used_as_tensors(scope)
+
+
+@per_node
+def _used_as_tensors(scope: ast.AST) -> frozenset[str]:
+    """Names of a function that it asks a tensor's shape of."""
+    out = set()
+    for n in own_nodes(scope):
+        if isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim") and isinstance(n.value, ast.Name):
+            out.add(n.value.id)
+    return frozenset(out)
 
 
 def _follows_a_value(target: ast.AST) -> bool:
