@@ -514,10 +514,15 @@ def _host_copy_through_updates(ctx: Context, name: ast.Name) -> bool:
 
 
 def _reads_a_file(ctx: Context, call: ast.Call) -> bool:
-    """`read_xyz(path)`, `io.read_image(path)`, `pd.read_csv(path)`: a reader function, given
-    no device, returns what it read in host memory."""
+    """`read_xyz(path)`, `io.read_image(path)`, `pd.read_csv(path)`, safetensors'
+    `load_file(path)`: a reader function, given no device, returns what it read in host
+    memory."""
     name = terminal_name(call.func) or ""
-    if not name.startswith("read_") or keyword(call, "device") is not None or has_kwargs_splat(call):
+    if (
+        not (name.startswith("read_") or name == "load_file")
+        or keyword(call, "device") is not None
+        or has_kwargs_splat(call)
+    ):
         return False
     return not (isinstance(call.func, ast.Attribute) and ctx.is_tensor(call.func.value))
 
