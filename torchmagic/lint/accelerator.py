@@ -402,6 +402,10 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
         if isinstance(n, (ast.List, ast.Tuple)) and n.elts:
             n = n.elts[0]
             continue
+        if isinstance(n, ast.Dict) and n.values:
+            # `{"boxes": out["boxes"].cpu(), "scores": out["scores"].cpu()}`: where its values all are
+            places = {where(ctx, v, depth + 1) for v in n.values}
+            return places.pop() if len(places) == 1 else None
         if isinstance(n, ast.Name):
             live = live_device_type(ctx, n.id)
             if live is not None:
@@ -459,6 +463,8 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 origin = ctx.loop_source(n.id)
             if origin is None and _unpacked_from_host_copies(ctx, n):
                 return CPU
+            if isinstance(origin, ast.List) and not origin.elts:
+                return _where_appended(ctx, n.id, depth)  # `preds = []`, then `preds.append(p.cpu())`
             if origin is None or (isinstance(origin, ast.Constant) and type(origin.value) in (int, float)):
                 accumulated = _where_accumulated(ctx, n.id, depth)
                 if accumulated is not None or origin is not None:
@@ -802,6 +808,34 @@ def _next_batch(ctx: Context, call: ast.Call) -> bool:
     if isinstance(source, ast.Call) and terminal_name(source.func) == "iter" and source.args:
         source = source.args[0]
     return ctx.kind(source) == LOADER
+
+
+def _where_appended(ctx: Context, name: str, depth: int) -> str | None:
+    """`preds = []`, then `preds.append(pred)` of host copies in the scope: where every item
+    appended is, when they all agree; None when nothing is appended."""
+    scope = ctx.frame.node or (ctx.stack[0] if ctx.stack else None)
+    if scope is None or depth > 6:
+        return None
+    items = [
+        c.args[0]
+        for c in own_nodes(scope)
+        if isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and c.func.attr == "append"
+        and len(c.args) == 1
+        and isinstance(c.func.value, ast.Name)
+        and c.func.value.id == name
+    ]
+    bound = assignments_by_name(scope)
+    places = set()
+    for item in items:
+        if isinstance(item, ast.Name):
+            # `pred = {...}` just before `preds.append(pred)`: the name may be rebound elsewhere
+            before = [a for a in bound.get(item.id, ()) if a.lineno < item.lineno]
+            if before:
+                item = max(before, key=lambda a: a.lineno).value
+        places.add(where(ctx, item, depth + 1))
+    return places.pop() if len(places) == 1 else None
 
 
 def _where_accumulated(ctx: Context, name: str, depth: int) -> str | None:
