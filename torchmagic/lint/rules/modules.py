@@ -3036,15 +3036,21 @@ def _running_statistics(ctx: Context, node: ast.AST) -> bool:
     return bool(uses) and all(as_statistic(n, parents.get(id(n))) for n in uses)
 
 
+def _grad_scope(ctx: Context) -> ast.AST | None:
+    """The function being checked, or the script or notebook when the check is at its top level."""
+    fn = ctx.frame.node
+    if fn is None and ctx.stack and isinstance(ctx.stack[0], ast.Module):
+        return ctx.stack[0]
+    return fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
 def built_without_grad(ctx: Context, expr: ast.AST) -> bool:
     """`out = self.latent(batch)` inside `with torch.no_grad():`, then `img = out["recon"]` and
     `img.detach()`: a value computed with gradients off has no graph, so the detach cuts
     nothing (followed through item and attribute reads, and names, of this function, or of
     the script or notebook at its top level)."""
-    fn = ctx.frame.node
-    if fn is None and ctx.stack and isinstance(ctx.stack[0], ast.Module):
-        fn = ctx.stack[0]
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+    fn = _grad_scope(ctx)
+    if fn is None:
         return False
     parents = parents_of(fn)
     for _ in range(4):
@@ -3071,10 +3077,8 @@ _JOINS = frozenset({"cat", "concat", "concatenate", "stack", "vstack", "hstack"}
 def joined_without_grad(ctx: Context, value: ast.AST) -> bool:
     """`torch.vstack(preds)` where every `preds.append(...)` of the function runs with gradients
     off (`with torch.no_grad(): ... preds.append(out)`): the joined tensor has no graph either."""
-    fn = ctx.frame.node
-    if fn is None and ctx.stack and isinstance(ctx.stack[0], ast.Module):
-        fn = ctx.stack[0]
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+    fn = _grad_scope(ctx)
+    if fn is None:
         return False
     if not (
         isinstance(value, ast.Call)

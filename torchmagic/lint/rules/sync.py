@@ -251,7 +251,8 @@ def _named_test(ctx: Context, test: ast.AST, loop: ast.AST | None) -> ast.AST:
 def guard_kind(ctx: Context, node: ast.AST) -> str | None:
     """How often `node` runs in its innermost loop: on one iteration only (`if i == 0:`),
     every N steps (`if step % N == 0:`, a counter the block resets, `if step % N: continue`
-    before it, or `if step % N: return` before the loop in a function), when the user asks (`if debug:`), or on every iteration (None)."""
+    before it, or `if step % N: return` before the loop in a function), when the user asks
+    (`if debug:`), or on every iteration (None)."""
     depth = len(ctx.loops) - 1
     loop = ctx.loops[depth].node if ctx.loops else None
     names = _loop_names(loop) if loop is not None else set()
@@ -2423,6 +2424,7 @@ def _walks_a_mapping(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
 
 
 def _entries_walked(loop: ast.For | ast.AsyncFor) -> ast.AST:
+    """`enumerate(sorted(d.items()))` -> `d.items()`: what the loop walks, in whatever order."""
     it = loop.iter
     while isinstance(it, ast.Call) and terminal_name(it.func) in ("enumerate", "list", "sorted") and it.args:
         it = it.args[0]
