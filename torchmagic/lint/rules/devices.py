@@ -46,6 +46,7 @@ from ._common import (
     unparse,
     unparse_operand,
 )
+from ._flow import scope_node
 
 _DEVICE_SELECTION_HINT = (
     'Choose the device once: `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`'
@@ -507,9 +508,7 @@ def _restores_rng_state(ctx: Context, stmt: ast.AST | None) -> bool:
     ):
         return False
     name = stmt.targets[0].id
-    scope = ctx.frame.node if ctx.frame.node is not None else (ctx.stack[0] if ctx.stack else None)
-    if scope is None:
-        return False
+    scope = scope_node(ctx)
     allowed: set[int] = set()
     for n in ast.walk(scope):
         if isinstance(n, ast.Call) and terminal_name(n.func) in _RNG_SETTERS:

@@ -397,9 +397,9 @@ def _ragged_rows(ctx: Context, body: list[ast.stmt], var: str) -> bool:
             if not (
                 isinstance(sub, ast.Subscript)
                 and isinstance(sub.value, ast.Subscript)
-                and _indexed_by(sub.value, var)
+                and is_name(sub.value.slice, var)
                 and isinstance(sub.slice, ast.Subscript)
-                and _indexed_by(sub.slice, var)
+                and is_name(sub.slice.slice, var)
                 and isinstance(sub.slice.value, ast.Name)
             ):
                 continue
@@ -407,10 +407,6 @@ def _ragged_rows(ctx: Context, body: list[ast.stmt], var: str) -> bool:
             if "mask" in mask.id.lower() or isinstance(ctx.origin(mask), ast.Compare):
                 return True
     return False
-
-
-def _indexed_by(sub: ast.Subscript, var: str) -> bool:
-    return isinstance(sub.slice, ast.Name) and sub.slice.id == var
 
 
 def _full_slice(node: ast.AST) -> bool:

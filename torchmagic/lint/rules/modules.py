@@ -56,7 +56,7 @@ from ._common import (
     unparse_operand,
     writes_a_file,
 )
-from ._flow import grad_off
+from ._flow import grad_off, scope_node
 from .devices import _in_body, _tensorless_loss, cuda_flag_attribute, cuda_only, under_cuda_guard
 from .sync import offloads_on_request
 
@@ -3038,10 +3038,8 @@ def _running_statistics(ctx: Context, node: ast.AST) -> bool:
 
 def _grad_scope(ctx: Context) -> ast.AST | None:
     """The function being checked, or the script or notebook when the check is at its top level."""
-    fn = ctx.frame.node
-    if fn is None and ctx.stack and isinstance(ctx.stack[0], ast.Module):
-        return ctx.stack[0]
-    return fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    scope = scope_node(ctx)
+    return scope if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)) else None
 
 
 def built_without_grad(ctx: Context, expr: ast.AST) -> bool:

@@ -2412,12 +2412,10 @@ def _walks_a_mapping(ctx: Context, loop: ast.AST, value: ast.AST) -> bool:
     once per call; there is no stream of steps to stall, as with the same reads written out
     one by one."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)) or not all(
-        isinstance(info.node, (ast.For, ast.AsyncFor))
-        and _over_entries(info.node, _entries_walked(info.node))
-        for info in ctx.loops
+        isinstance(info.node, (ast.For, ast.AsyncFor)) and _over_entries(info.node) for info in ctx.loops
     ):
         return False
-    if not _an_entry(loop, _entries_walked(loop), value):
+    if not _an_entry(loop, value):
         return False
     # in a training step the first read waits for that step's backward
     return not _runs_a_model(ctx, loop if ctx.frame.node is None else ctx.frame.node)
@@ -2431,7 +2429,7 @@ def _entries_walked(loop: ast.For | ast.AsyncFor) -> ast.AST:
     return it
 
 
-def _an_entry(loop: ast.For | ast.AsyncFor, it: ast.AST, value: ast.AST) -> bool:
+def _an_entry(loop: ast.For | ast.AsyncFor, value: ast.AST) -> bool:
     """The read is of an entry as the walk hands it (`v`, `d[key]`, `d[key].detach()`, a field of
     it, `rec.counts`), not of something the body computes from it."""
     if not _launches_no_work(value):
@@ -2441,6 +2439,7 @@ def _an_entry(loop: ast.For | ast.AsyncFor, it: ast.AST, value: ast.AST) -> bool
     ):
         value = value.func.value if isinstance(value, ast.Call) else value.value  # type: ignore[attr-defined]
     if isinstance(value, ast.Subscript) and isinstance(loop.target, ast.Name):
+        it = _entries_walked(loop)
         mapping = it.func.value if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) else it
         return ast.unparse(value.value) == ast.unparse(mapping)
     return (
@@ -2450,9 +2449,10 @@ def _an_entry(loop: ast.For | ast.AsyncFor, it: ast.AST, value: ast.AST) -> bool
     )
 
 
-def _over_entries(loop: ast.For | ast.AsyncFor, it: ast.AST) -> bool:
-    """`d.items()`, `d.values()`, `d.keys()`, or `d` itself when the body looks up `d[key]`
-    with the key the loop binds."""
+def _over_entries(loop: ast.For | ast.AsyncFor) -> bool:
+    """The loop walks `d.items()`, `d.values()`, `d.keys()`, or `d` itself when the body looks
+    up `d[key]` with the key the loop binds."""
+    it = _entries_walked(loop)
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
         return (
             it.func.attr in ("items", "values", "keys") and terminal_name(it.func.value) not in _MODEL_STATE
@@ -2461,10 +2461,7 @@ def _over_entries(loop: ast.For | ast.AsyncFor, it: ast.AST) -> bool:
         return False
     held, key = ast.unparse(it), loop.target.id
     return any(
-        isinstance(n, ast.Subscript)
-        and isinstance(n.slice, ast.Name)
-        and n.slice.id == key
-        and ast.unparse(n.value) == held
+        isinstance(n, ast.Subscript) and is_name(n.slice, key) and ast.unparse(n.value) == held
         for stmt in loop.body
         for n in ast.walk(stmt)
     )
