@@ -221,6 +221,26 @@ def test_TM102_new_tensor_hint_follows_the_parameters() -> None:
     assert "`.to(x.device)`" in f.hint, f.hint
 
 
+def test_TM102_stacked_input_list_goes_where_the_parameters_are() -> None:
+    """`torch.stack(x)` of the list of host tensors the forward was given has no input device
+    to follow: `.to(x.device)` would keep it on the host."""
+    code = (
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "        self.fc = nn.Linear(4, 2)\n"
+        "    def forward(self, x, **kwargs):\n"
+        "        x = torch.stack(x, dim=0).to(self.device)\n"
+        "        return self.fc(x)\n"
+    )
+    (f,) = check_source(code, select=["TM102"])
+    assert "`.to(next(self.parameters()).device)`" in f.hint, f.hint
+    assert "x.device" not in f.hint, f.hint
+
+
 def test_TM102_hint_of_a_module_without_parameters_follows_the_input() -> None:
     """`next(self.parameters())` raises StopIteration in a module that registers nothing."""
     code = (

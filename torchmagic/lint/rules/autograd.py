@@ -302,6 +302,8 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
         return  # reference log-probs a trainer returns for its loss: they may be saved for backward
     if _shape_probe(ctx, node):
         return  # a dry run on a dummy input to learn a size, while the model is being built
+    if _materialises_lazy_layers(ctx, node):
+        return  # a throw-away forward that creates lazy layers' weights before training
     ctx.flag(
         node,
         f"`with {unparse(item.context_expr, 40)}` wraps pure inference; `torch.inference_mode()` is faster.",
@@ -366,6 +368,36 @@ def _shape_probe(ctx: Context, node: ast.With) -> bool:
     return bool(reads) and all(
         isinstance(up := parents.get(id(r)), ast.Attribute) and up.attr in _SIZES for r in reads
     )
+
+
+_LAZY_LAYER = re.compile(r"\bLazy(?:Linear|Conv|ConvTranspose|BatchNorm|InstanceNorm|ModuleMixin)")
+
+
+def _materialises_lazy_layers(ctx: Context, node: ast.With) -> bool:
+    """The program builds lazy layers (`nn.LazyLinear`) and every forward in the block is thrown
+    away (`_ = model(batch)`, `model(dummy)`): a dry run whose point is to create their weights.
+    Under `inference_mode` those would be inference tensors, and training them raises."""
+    if not _LAZY_LAYER.search(ctx.document):
+        return False
+    forwards = [
+        n
+        for stmt in node.body
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.Call) and _runs_a_model(ctx, [ast.Expr(n)])
+    ]
+    if not forwards:
+        return False
+    parents = parents_of(node)
+    for call in forwards:
+        up = parents.get(id(call))
+        if isinstance(up, ast.Expr):
+            continue
+        if isinstance(up, ast.Assign) and all(
+            isinstance(t, ast.Name) and t.id.startswith("_") for t in up.targets
+        ):
+            continue
+        return False
+    return True
 
 
 def _trains_alongside(ctx: Context, node: ast.With) -> bool:

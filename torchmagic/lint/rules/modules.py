@@ -1296,12 +1296,18 @@ def _forward_input(ctx: Context) -> str | None:
     return None
 
 
+_FROM_AN_INPUT = frozenset({"stack", "cat", "concat", "concatenate"})  # they take no `device=`
+
+
 def _method_input(ctx: Context, value: ast.AST) -> bool:
     """The moved value is what the method was given: a parameter, or a batch a loop draws from
-    one (`for input, label in loader:`), unchanged."""
+    one (`for input, label in loader:`), unchanged, or a tensor made from it as it came
+    (`torch.stack(x)` of a list of host tensors)."""
     node = value
     while isinstance(node, ast.Attribute) and node.attr == "data":
         node = node.value
+    if isinstance(node, ast.Call) and terminal_name(node.func) in _FROM_AN_INPUT and node.args:
+        node = node.args[0]
     fn = ctx.frame.node
     if not isinstance(node, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False

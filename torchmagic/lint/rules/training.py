@@ -146,11 +146,24 @@ def scheduler_before_optimizer(loop: LoopInfo, ctx: Context) -> None:
         return
     if sched is None or _schedule_of_its_own(ctx, sched.func.value):  # type: ignore[attr-defined]
         return
+    if _given_the_epoch(loop, sched):
+        return
     ctx.flag(
         sched,
         f"`{unparse(sched, 40)}` runs before the optimizer's `step()` in this loop, skipping the schedule's first value.",
         "Step the scheduler after the optimizer: `optimizer.step()` then `scheduler.step()`.",
     )
+
+
+def _given_the_epoch(loop: LoopInfo, call: ast.Call) -> bool:
+    """`scheduler.step(epoch=epoch)`, `scheduler.step(epoch)` with the loop's own counter: the
+    scheduler sets the value of the epoch it is told (its closed form), so stepping at the
+    start of each epoch skips nothing."""
+    if any(k.arg == "epoch" for k in call.keywords):
+        return True
+    target = getattr(loop.node, "target", None)
+    counters = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+    return len(call.args) == 1 and isinstance(call.args[0], ast.Name) and call.args[0].id in counters
 
 
 # packages whose schedules are PyTorch's own (transformers' `get_*_schedule_with_warmup` build a
