@@ -1383,6 +1383,7 @@ def _copied_for_the_host(ctx: Context, call: ast.Call) -> bool:
         or _under_input_device_test(ctx, call)
         or _written_into_a_host_attribute(ctx, call)
         or _saved_to_a_file(ctx, call)
+        or _ends_in_a_written_file(ctx, call)
     )
 
 
@@ -1409,6 +1410,39 @@ def _saved_to_a_file(ctx: Context, call: ast.Call) -> bool:
         and any(is_name(a, name) for a in n.args)
         for n in ast.walk(fn)
     )
+
+
+def _ends_in_a_written_file(ctx: Context, call: ast.Call) -> bool:
+    """`imgs = imgs.detach().cpu().clamp(0, 1)`, then `grid = make_grid(imgs)` and
+    `save_image(grid, path)`: the host copy, or what the method makes of it, is written to a
+    file (an image grid, audio, a table): output for the user, not a placement of the module's
+    tensors."""
+    stmt = ctx.statement()
+    fn = ctx.frame.node
+    if not (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ):
+        return False
+    names = {stmt.targets[0].id}
+    later = sorted(
+        (n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.Call)) and n.lineno > stmt.lineno),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    for node in later:
+        if isinstance(node, ast.Call):
+            if writes_a_file(node) and any(
+                isinstance(n, ast.Name) and n.id in names
+                for a in [*node.args, *(k.value for k in node.keywords)]
+                for n in ast.walk(a)
+            ):
+                return True
+        elif len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node.value)):
+                names.add(node.targets[0].id)  # `grid = make_grid(imgs)`: made from the copy
+    return False
 
 
 def _filled_with_host_copies(ctx: Context, attr: str) -> bool:
