@@ -779,6 +779,12 @@ def _host_copy_in(ctx: Context, scope: ast.AST, value: ast.AST) -> bool:
     return copies > 0
 
 
+# tensor methods that return a tuple of tensors on the receiver's device
+_SPLITTING = frozenset(
+    {"max", "min", "sort", "topk", "kthvalue", "median", "mode", "chunk", "split", "unbind"}
+)
+
+
 def _unpacked_from_host_copies(ctx: Context, node: ast.Name) -> bool:
     """`loss, eer = model.loss(embeds_loss)` (the last unpacking of the name before the read)
     where the call computes on values copied to the CPU (`_computes_on_host_copies`),
@@ -787,6 +793,15 @@ def _unpacked_from_host_copies(ctx: Context, node: ast.Name) -> bool:
     last = ctx.last_unpacking(node)
     if last is not None and isinstance(last.value, ast.Name) and last.value.id != node.id:
         return where(ctx, last.value, 1) == CPU  # `x, y = data` where `data` is a batch of a loader
+    if (
+        last is not None
+        and isinstance(last.value, ast.Call)
+        and isinstance(last.value.func, ast.Attribute)
+        and last.value.func.attr in _SPLITTING
+        and not (ctx.qualname(last.value.func) or "").startswith("torch.")
+    ):
+        # `best, i = ious[0].max(dim=0)`: the parts are where the tensor was
+        return where(ctx, last.value.func.value, 1) == CPU
     return (
         last is not None
         and isinstance(last.value, ast.Call)
@@ -1234,6 +1249,10 @@ _MIXING_FUNCS = frozenset(
     | {"eq", "ne", "lt", "le", "gt", "ge"}
 )
 # tensor methods whose result is on the receiver's device
+# torch functions whose result is where their first input is
+_HOST_KEEPING = frozenset(
+    {"cumsum", "cumprod", "cat", "stack", "sort", "argsort", "flip", "clamp", "abs", "exp", "log"}
+)
 _SAME_DEVICE = frozenset(
     {"unsqueeze", "squeeze", "view", "view_as", "reshape", "float", "long", "int", "double", "half"}
     | {"bool", "clone", "detach", "contiguous", "t", "permute", "transpose", "flatten", "expand"}
@@ -1613,6 +1632,18 @@ def _find_call_sites(
     parents = parents_of(tree)
     cls = _enclosing(parents, func, ast.ClassDef)
     if cls is None:
+        outer = _enclosing(parents, func, _FuncDef)
+        if outer is not None and any(s is func for s in outer.body):
+            # a helper defined in a function's body: it is called there, or handed out
+            binds = [
+                n
+                for n in own_nodes(outer)
+                if (isinstance(n, ast.Name) and n.id == func.name and not isinstance(n.ctx, ast.Load))
+                or (isinstance(n, _FuncDef) and n.name == func.name)
+            ]
+            if len(binds) != 1:
+                return []
+            return _only_called(outer, parents, lambda n: isinstance(n, ast.Name) and n.id == func.name) or []
         if not any(s is func for s in getattr(tree, "body", [])):
             return []
         return _only_called(tree, parents, lambda n: isinstance(n, ast.Name) and n.id == func.name)
@@ -1738,6 +1769,14 @@ def _from_host(
         f = node.func
         if f.attr in ("cpu", "numpy") and not node.args:
             return True
+        q = ctx.qualname(f) or ""
+        if q.startswith("torch.") and q.count(".") == 1 and node.args:
+            if q[6:] in _FACTORIES or q[6:] in _CPU_TYPES:
+                # `torch.tensor([...])` without `device=`: built on the host
+                return keyword(node, "device") is None and not ctx.default_device_set
+            if q[6:] in _HOST_KEEPING:
+                # `torch.cumsum(tp, dim=0)`: where its input is
+                return _from_host(ctx, tree, node.args[0], scope, env, seen, depth)
         if f.attr in _SAME_DEVICE:
             return _from_host(ctx, tree, f.value, scope, env, seen, depth)
         return _method_returns_host(ctx, tree, node, scope, env, seen, depth)
@@ -1771,22 +1810,11 @@ def _plain_assignments(scope: ast.AST) -> dict[int, ast.Assign]:
 
 def _bindings_before(scope: ast.AST, node: ast.Name) -> list[ast.AST] | None:
     """The values `node` may hold where it is read: every plain assignment of it in `scope` from
-    the last one at the top of the function body before the read on; None when no such top-level
-    assignment comes first (a parameter's own value may reach the read); empty when it is bound
-    in another way too (a loop target, `+=`, a `with`), which this does not follow."""
-    body = getattr(scope, "body", [])
-    line = getattr(node, "lineno", 0)
-    first = None
-    for stmt in body:
-        if stmt.lineno >= line:
-            break
-        if (
-            isinstance(stmt, ast.Assign)
-            and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Name)
-            and stmt.targets[0].id == node.id
-        ):
-            first = stmt.lineno
+    the last one before the read in a block around it on (the function body, or the loop body
+    where both sit); None when no such assignment comes first (a parameter's own value may reach
+    the read); empty when it is bound in another way too (a loop target, `+=`, a `with`), which
+    this does not follow."""
+    first = _last_assignment_before(getattr(scope, "body", []), node.id, getattr(node, "lineno", 0))
     if first is None:
         return None
     assigned = _plain_assignments(scope)
@@ -1799,6 +1827,30 @@ def _bindings_before(scope: ast.AST, node: ast.Name) -> list[ast.AST] | None:
             if stmt.lineno >= first:
                 values.append(stmt)
     return [stmt.value for stmt in sorted(values, key=lambda st: (st.lineno, st.col_offset))]
+
+
+def _last_assignment_before(block: list[ast.stmt], name: str, line: int) -> int | None:
+    """The line of the last `name = ...` before `line` in `block`, or in the innermost block
+    within it that holds `line` (which runs after whatever came before it in `block`)."""
+    first = None
+    for stmt in block:
+        if stmt.lineno >= line:
+            break
+        if line <= (stmt.end_lineno or stmt.lineno):
+            if not isinstance(stmt, (*_FuncDef, ast.ClassDef)):
+                for field in ("body", "orelse", "finalbody"):
+                    inner = _last_assignment_before(getattr(stmt, field, []), name, line)
+                    if inner is not None:
+                        return inner
+            break
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == name
+        ):
+            first = stmt.lineno
+    return first
 
 
 def _method_returns_host(
