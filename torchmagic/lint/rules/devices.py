@@ -276,10 +276,25 @@ def cuda_call(call: ast.Call, ctx: Context) -> None:
     index = call.args[0] if call.args else keyword(call, "device")
     if isinstance(index, (ast.Name, ast.Attribute)):
         return  # `.cuda(rank)`, `.cuda(args.gpu)`: one GPU per process, chosen at run time
+    if _a_library_function(ctx, call):
+        return  # `utils.cuda(batch["x"], cuda_available)`: a helper of that module, not the method
     ctx.flag(
         call,
         f"`{unparse_operand(call.func.value, 40)}.cuda({unparse(index, 20) if index is not None else ''})` hardcodes the CUDA device.",
         _DEVICE_SELECTION_HINT,
+    )
+
+
+def _a_library_function(ctx: Context, call: ast.Call) -> bool:
+    """`imed_utils.cuda(batch["input"], cuda_available)`: `cuda` called on an imported module
+    with a value to move, a function of that module (which may well check for a GPU itself),
+    not `Tensor.cuda`, whose only argument is a device."""
+    recv = call.func.value  # type: ignore[attr-defined]
+    return (
+        isinstance(recv, ast.Name)
+        and ctx.resolve_import(recv.id) is not None
+        and bool(call.args)
+        and not isinstance(call.args[0], ast.Constant)
     )
 
 

@@ -1329,7 +1329,7 @@ _MOVING_METHODS = frozenset({"cpu", "cuda", "to", "_apply", "xpu", "mps", "to_de
 
 @check("TM102", calls={"cuda", "cpu", "to"})
 def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
-    if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
+    if not ctx.in_module_method or not isinstance(call.func, ast.Attribute) or not_a_model(ctx):
         return
     if ctx.method in _MOVING_METHODS:
         return  # the module's own `def cuda(self)`: moving its parts is what the caller asked for
@@ -1619,6 +1619,48 @@ def _loads_its_weights_before(fn: ast.AST, call: ast.Call) -> bool:
     )
 
 
+def _own_method_of_that_name(ctx: Context, name: str) -> bool:
+    """The class (or a base in this source) defines `name` without the `mode` parameter of
+    `nn.Module.train`: a method of its own by that name (a training loop)."""
+    for fn in ctx.class_methods():
+        if fn.name == name:
+            params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]]
+            rest = params[1:]
+            return fn.args.vararg is None and (not rest or rest[0] != "mode")
+    return False
+
+
+_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+
+
+def not_a_model(ctx: Context) -> bool:
+    """The class subclasses `nn.Module` but has no `forward`, in this source or from a base,
+    and back-propagates: a trainer that is a module only to register buffers and `.to()` them,
+    whose methods run the training rather than being the model's own code. (A model without
+    `forward`, called through `encode_text()` and the like, back-propagates nothing.)"""
+    chain = ctx.class_chain()
+    if not chain or any(
+        isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in ("forward", "__call__")
+        for cls in chain
+        for stmt in cls.body
+    ):
+        return False
+    if not any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+        for cls in chain
+        for n in ast.walk(cls)
+    ):
+        return False
+    known = {cls.name for cls in chain}
+    for cls in chain:
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in known:
+                continue
+            if ctx.qualname(base) not in _MODULE_BASES:
+                return False  # a base from elsewhere may bring its own forward
+    return True
+
+
 @check("TM103", calls={"train", "eval"})
 def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     if not ctx.in_module_method or not isinstance(call.func, ast.Attribute):
@@ -1635,6 +1677,10 @@ def mode_switch_inside_module(call: ast.Call, ctx: Context) -> None:
     is_self = isinstance(recv, ast.Name) and recv.id == "self"
     is_sub = isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self"
     if not (is_self or is_sub):
+        return
+    if is_self and _own_method_of_that_name(ctx, call.func.attr):
+        return  # `def train(self):` runs the training loop: `self.train()` calls it, not the mode switch
+    if not_a_model(ctx):
         return
     fn = ctx.frame.node
     if fn is not None and _runs_its_own_step(fn):
