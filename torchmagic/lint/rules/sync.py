@@ -186,6 +186,28 @@ def _bounded(test: ast.AST) -> bool:
     return isinstance(right, ast.Constant) and isinstance(right.value, int) and right.value <= 16
 
 
+# what a count of examples to show is named (`self.showpiece_num`, `args.n_samples`, `num_vis`)
+_SHOWN = re.compile(r"show|sample|vis|plot|example|display|image|img|audio|figure", re.I)
+
+
+def _first_few(test: ast.AST, loop_names: set[str]) -> bool:
+    """`i < self.showpiece_num`, `idx < args.n_samples`: the loop's index against a count of
+    examples to show, true on the first few iterations only."""
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Lt, ast.LtE))
+        and isinstance(test.left, ast.Name)
+        and test.left.id in loop_names
+    ):
+        return False
+    right = test.comparators[0]
+    name = (
+        right.attr if isinstance(right, ast.Attribute) else right.id if isinstance(right, ast.Name) else None
+    )
+    return name is not None and bool(_SHOWN.search(name))
+
+
 _EPISODE_FLAGS = frozenset(
     {"done", "dones", "terminal", "terminals", "terminated", "truncated", "is_terminal"}
 )
@@ -280,7 +302,12 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             continue
         if _is_mod(parent.test) or _is_mod(_named_test(ctx, parent.test, loop)):
             return PERIODIC
-        if _is_once(parent.test, names) or _is_bounded(parent.test) or _is_sampled(parent.test, names):
+        if (
+            _is_once(parent.test, names)
+            or _is_bounded(parent.test)
+            or _is_sampled(parent.test, names)
+            or _in_a_conjunct(parent.test, lambda t: _first_few(t, names))
+        ):
             return ONCE
         if isinstance(parent, ast.If) and _is_episode_end(ctx, parent.test):
             return PERIODIC  # once per episode of an environment, as logging every N steps
