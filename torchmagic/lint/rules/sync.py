@@ -306,7 +306,7 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             _is_once(parent.test, names)
             or _is_bounded(parent.test)
             or _is_sampled(parent.test, names)
-            or _in_a_conjunct(parent.test, lambda t: _first_few(t, names))
+            or _in_a_conjunct(parent.test, lambda t, n=names: _first_few(t, n))
         ):
             return ONCE
         if isinstance(parent, ast.If) and _is_episode_end(ctx, parent.test):
