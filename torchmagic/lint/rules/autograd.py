@@ -772,8 +772,41 @@ def _guarded_as_tensor(ctx: Context, name: str) -> bool:
     return False
 
 
+def _tested_as_another_class(ctx: Context, name: str) -> bool:
+    """The read sits in the body of `if isinstance(name, C)` with `C` a class that is not
+    PyTorch's (a checkpoint library's `ShardedTensor`, a dataclass): `name` is a `C` there."""
+    stack = ctx.stack
+    for parent, child in zip(reversed(stack[:-1]), reversed(stack[1:])):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if not isinstance(parent, ast.If) or not any(child is s for s in parent.body):
+            continue
+        tests = (
+            parent.test.values
+            if isinstance(parent.test, ast.BoolOp) and isinstance(parent.test.op, ast.And)
+            else [parent.test]
+        )
+        for t in tests:
+            if (
+                isinstance(t, ast.Call)
+                and isinstance(t.func, ast.Name)
+                and t.func.id == "isinstance"
+                and len(t.args) == 2
+                and is_name(t.args[0], name)
+            ):
+                classes = t.args[1].elts if isinstance(t.args[1], ast.Tuple) else [t.args[1]]
+                return all(not (ctx.qualname(c) or "").startswith("torch") for c in classes) and all(
+                    isinstance(c, (ast.Name, ast.Attribute))
+                    and terminal_name(c) not in ("Tensor", "Parameter")
+                    for c in classes
+                )
+    return False
+
+
 def _tensor_owner(ctx: Context, owner: ast.AST, node: ast.Attribute) -> bool:
     """What `.data` is read from is a tensor (or parameter, or gradient)."""
+    if isinstance(owner, ast.Name) and _tested_as_another_class(ctx, owner.id):
+        return False  # `if isinstance(v, ShardedTensor): v.data`: that class's own field
     if ctx.is_tensor(owner):
         return True
     parent = ctx.parent
