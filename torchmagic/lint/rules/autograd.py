@@ -272,6 +272,9 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
     item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
     if item is None or ctx.in_module_method or _in_a_class_with_a_forward(ctx):
         return
+    fn = ctx.enclosing_function()
+    if fn is not None and fn.name == "forward":
+        return  # a forward patched onto a model: a frozen trunk whose output the trained heads use
     if _runs_once(ctx, node):
         return  # one forward at the top of a script or cell: nothing a user could measure
     if libraries.imports_rpc(ctx):
