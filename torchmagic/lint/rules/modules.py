@@ -83,6 +83,8 @@ def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
         return  # the `else:` of `if torch.cuda.is_available():` / `if x.is_cuda:` runs on the CPU
     if _read_back_on_host(ctx, call):
         return  # host bookkeeping: on the device, every read back would wait for it
+    if _shape_arithmetic(ctx, call):
+        return  # `torch.tensor(x.shape)` minus another shape: sizes worked out on the host
     if _scalar_operand(ctx, call):
         return  # `f(x, torch.tensor(eps))`: a 0-dim CPU tensor mixes with tensors of any device
     if _of_a_tensor(ctx, call, name):
@@ -222,6 +224,8 @@ def _converts_an_argument(ctx: Context, call: ast.Call, name: str) -> bool:
     there at once."""
     if name not in ("tensor", "as_tensor") or not call.args or ctx.kind(call.args[0]) == NUMBER:
         return False
+    if _of_a_shape(call.args[0]):
+        return False  # `torch.tensor(x.shape)`: sizes, not the caller's data
     fn = ctx.frame.node
     root = root_name(call.args[0])
     if root is None or root in ("self", "cls") or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -318,6 +322,48 @@ def _numbers_only(ctx: Context, call: ast.Call) -> bool:
 
 _HOST_CALLS = frozenset({"int", "float", "bool", "list", "tuple", "range", "len"})
 _TESTS = (ast.If, ast.While, ast.IfExp, ast.Assert)
+
+
+def _of_a_shape(node: ast.AST) -> bool:
+    """`x.shape`, `x.size()`, `x.shape[2:]`."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size":
+        return not node.args
+    return isinstance(node, ast.Attribute) and node.attr == "shape"
+
+
+def _shape_arithmetic(ctx: Context, call: ast.Call) -> bool:
+    """`skip = torch.tensor(a.shape)`, `have = torch.tensor(b.shape)`, then `crop = skip[2:] -
+    have[2:]`: tensors of sizes, built on the host to work out a padding or a crop, that meet
+    no tensor other than each other. On the device each size read back would wait."""
+    fn = ctx.frame.node
+    stmt = ctx.statement()
+    if not (
+        isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and len(call.args) == 1
+        and _of_a_shape(call.args[0])
+        and isinstance(stmt, ast.Assign)
+        and stmt.value is call
+    ):
+        return False
+    shapes = {
+        t.id
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and terminal_name(n.value.func) == "tensor"
+        and len(n.value.args) == 1
+        and _of_a_shape(n.value.args[0])
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    for n in ast.walk(fn):
+        if isinstance(n, ast.BinOp):
+            operands = {m.id for side in (n.left, n.right) for m in ast.walk(side) if isinstance(m, ast.Name)}
+            if operands & shapes and not operands <= shapes:
+                return False
+    return True
 
 
 def _read_back_on_host(ctx: Context, call: ast.Call) -> bool:
