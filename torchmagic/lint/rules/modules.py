@@ -341,6 +341,7 @@ def _shape_arithmetic(ctx: Context, call: ast.Call) -> bool:
     stmt = ctx.statement()
     if not (
         isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and terminal_name(call.func) in ("tensor", "as_tensor")
         and len(call.args) == 1
         and _of_a_shape(call.args[0])
         and isinstance(stmt, ast.Assign)
@@ -352,7 +353,7 @@ def _shape_arithmetic(ctx: Context, call: ast.Call) -> bool:
         for n in ast.walk(fn)
         if isinstance(n, ast.Assign)
         and isinstance(n.value, ast.Call)
-        and terminal_name(n.value.func) == "tensor"
+        and terminal_name(n.value.func) in ("tensor", "as_tensor")
         and len(n.value.args) == 1
         and _of_a_shape(n.value.args[0])
         for t in n.targets
