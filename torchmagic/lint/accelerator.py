@@ -1248,11 +1248,11 @@ _MIXING_FUNCS = frozenset(
     {"max", "min", "maximum", "minimum", "add", "sub", "mul", "div", "cat", "stack", "matmul", "mm", "bmm"}
     | {"eq", "ne", "lt", "le", "gt", "ge"}
 )
-# tensor methods whose result is on the receiver's device
 # torch functions whose result is where their first input is
 _HOST_KEEPING = frozenset(
     {"cumsum", "cumprod", "cat", "stack", "sort", "argsort", "flip", "clamp", "abs", "exp", "log"}
 )
+# tensor methods whose result is on the receiver's device
 _SAME_DEVICE = frozenset(
     {"unsqueeze", "squeeze", "view", "view_as", "reshape", "float", "long", "int", "double", "half"}
     | {"bool", "clone", "detach", "contiguous", "t", "permute", "transpose", "flatten", "expand"}
