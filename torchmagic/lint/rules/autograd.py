@@ -34,6 +34,7 @@ from ..nodes import (
     LOOPS,
     block_of,
     is_name,
+    isinstance_test,
     node_text,
     parents_of,
     per_node,
@@ -383,10 +384,7 @@ def _materialises_lazy_layers(ctx: Context, node: ast.With) -> bool:
     if not _LAZY_LAYER.search(ctx.document):
         return False
     forwards = [
-        n
-        for stmt in node.body
-        for n in ast.walk(stmt)
-        if isinstance(n, ast.Call) and _runs_a_model(ctx, [ast.Expr(n)])
+        n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Call) and _a_forward(ctx, n)
     ]
     if not forwards:
         return False
@@ -627,15 +625,15 @@ def _inference_mode_fix(expr: ast.AST, ctx: Context) -> Fix | None:
 
 def _runs_a_model(ctx: Context, body: list[ast.stmt]) -> bool:
     """Inference means a forward pass: a call of a module (`model(x)`, `self.net(x)`)."""
-    for stmt in body:
-        for sub in ast.walk(stmt):
-            if isinstance(sub, ast.Call):
-                f = sub.func
-                if isinstance(f, ast.Attribute) and f.attr in ("forward", "generate", "predict"):
-                    f = f.value
-                if ctx.kind(f) == MODULE or name_like(f, "model", "net"):
-                    return True
-    return False
+    return any(isinstance(sub, ast.Call) and _a_forward(ctx, sub) for stmt in body for sub in ast.walk(stmt))
+
+
+def _a_forward(ctx: Context, call: ast.Call) -> bool:
+    """`model(x)`, `self.net(x)`, `model.generate(...)`: a call of a module."""
+    f = call.func
+    if isinstance(f, ast.Attribute) and f.attr in ("forward", "generate", "predict"):
+        f = f.value
+    return ctx.kind(f) == MODULE or name_like(f, "model", "net")
 
 
 def _func(expr: ast.AST) -> ast.AST:
@@ -790,14 +788,9 @@ def _tested_as_another_class(ctx: Context, name: str) -> bool:
             else [parent.test]
         )
         for t in tests:
-            if (
-                isinstance(t, ast.Call)
-                and isinstance(t.func, ast.Name)
-                and t.func.id == "isinstance"
-                and len(t.args) == 2
-                and is_name(t.args[0], name)
-            ):
-                classes = t.args[1].elts if isinstance(t.args[1], ast.Tuple) else [t.args[1]]
+            tested = isinstance_test(t)
+            if tested is not None and tested[0] == name:
+                classes = tested[1]
                 return all(not (ctx.qualname(c) or "").startswith("torch") for c in classes) and all(
                     isinstance(c, (ast.Name, ast.Attribute))
                     and terminal_name(c) not in ("Tensor", "Parameter")
