@@ -116,6 +116,15 @@ def _is_mod(test: ast.AST) -> bool:
     return any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod) for b in ast.walk(test))
 
 
+def _periodic_helper(ctx: Context, test: ast.AST) -> bool:
+    """`if every_n_steps(state, args.log_freq):` with the helper defined in this source around a
+    `step % freq == 0`: a guard that lets every N-th step through, given a name."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)):
+        return False
+    func = ctx.frames[0].values.get(test.func.id)
+    return isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_mod(func)
+
+
 def _is_once(test: ast.AST, loop_names: set[str]) -> bool:
     """`i == 0`, `step == len(loader) - 1`, `epoch == last`: true on one iteration only."""
     if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
@@ -301,6 +310,8 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
         if not in_body:
             continue
         if _is_mod(parent.test) or _is_mod(_named_test(ctx, parent.test, loop)):
+            return PERIODIC
+        if _in_a_conjunct(parent.test, lambda t: _periodic_helper(ctx, t)):
             return PERIODIC
         if (
             _is_once(parent.test, names)
