@@ -36,6 +36,7 @@ from ..nodes import (
     is_name,
     isinstance_test,
     node_text,
+    own_nodes,
     parents_of,
     per_node,
     remember,
@@ -83,8 +84,9 @@ _KEEPS_GRAPH = frozenset(
 
 def _graph_names(ctx: Context, value: ast.AST, flow: Flow) -> set[str]:
     """The loss-like names whose graph `value` carries: a name that is back-propagated in this
-    scope or a tensor named like a loss, through arithmetic and graph-keeping methods
-    (`loss * x.size(0)`, `loss.mean()`), never through `.item()`. Empty: not a graph tensor."""
+    scope or a tensor named like a loss (unless it only ever sums numbers), through arithmetic
+    and graph-keeping methods (`loss * x.size(0)`, `loss.mean()`), never through `.item()`.
+    Empty: not a graph tensor."""
     if isinstance(value, ast.BinOp):
         return _graph_names(ctx, value.left, flow) | _graph_names(ctx, value.right, flow)
     if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
@@ -101,9 +103,73 @@ def _graph_names(ctx: Context, value: ast.AST, flow: Flow) -> set[str]:
         return set()  # `loss = loss.detach().cpu().numpy()` after the step: the name holds no graph
     if ctx.kind(value) == PARAMETER:
         return set()  # `for name, p in model.named_parameters()`: a leaf, which holds no graph
-    if value.id in flow.direct or (ctx.is_tensor(value) and "loss" in value.id.lower()):
+    if value.id in flow.direct:
+        return {value.id}
+    if ctx.is_tensor(value) and "loss" in value.id.lower() and not _summed_from_numbers(ctx, value.id, flow):
         return {value.id}
     return set()
+
+
+def _summed_from_numbers(ctx: Context, name: str, flow: Flow) -> bool:
+    """Every binding of `name` in the scope is a plain or augmented assignment of a value that
+    plainly holds no graph (`subtrn_loss = 0`, `subtrn_loss += loss.item() * weights.sum()`,
+    `subtrn_loss = subtrn_loss / total`): a total of numbers and data, named like a loss."""
+    values: list[ast.AST] = []
+    stores = 0
+    for n in own_nodes(scope_node(ctx)):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+            stores += 1
+        elif isinstance(n, ast.AugAssign) and is_name(n.target, name):
+            values.append(n.value)
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and is_name(n.targets[0], name):
+            values.append(n.value)
+    return (
+        bool(values)
+        and stores == len(values)
+        and all(_plainly_graph_free(ctx, v, name, flow) for v in values)
+    )
+
+
+# methods that keep a graph-free value graph-free
+_PLAIN_STEPS = frozenset({"sum", "mean", "float", "double", "to", "cuda", "cpu"})
+
+
+def _plainly_graph_free(ctx: Context, value: ast.AST, name: str, flow: Flow) -> bool:
+    """`0`, `loss.item() * w.sum()`, `total / seen`: numbers, Python reads of a tensor, and data
+    the scope was given or drew from a loader (never a forward pass, never a loss)."""
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, ast.BinOp):
+        return _plainly_graph_free(ctx, value.left, name, flow) and _plainly_graph_free(
+            ctx, value.right, name, flow
+        )
+    if isinstance(value, ast.UnaryOp):
+        return _plainly_graph_free(ctx, value.operand, name, flow)
+    if isinstance(value, ast.Call):
+        func = value.func
+        if isinstance(func, ast.Name):
+            return func.id in ("float", "int", "len")
+        if isinstance(func, ast.Attribute):
+            if func.attr in HOST_VALUE_METHODS:
+                return True
+            return func.attr in _PLAIN_STEPS and _plainly_graph_free(ctx, func.value, name, flow)
+        return False
+    if not isinstance(value, ast.Name):
+        return False
+    if value.id == name:
+        return True
+    if value.id in flow.direct or "loss" in value.id.lower():
+        return False
+    origin = ctx.origin(value)
+    if origin is None or isinstance(origin, ast.Constant):
+        return True  # a loop's batch or a parameter, a number
+    # `w = w.to(device)`: the same data, moved
+    return (
+        isinstance(origin, ast.Call)
+        and isinstance(origin.func, ast.Attribute)
+        and origin.func.attr in ("to", "cuda", "float")
+        and is_name(origin.func.value, value.id)
+    )
 
 
 _OFF_THE_GRAPH = HOST_VALUE_METHODS | {"detach"}
