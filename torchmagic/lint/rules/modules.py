@@ -1204,6 +1204,34 @@ def _handed_to_host_code(ctx: Context, call: ast.Call) -> bool:
     return param is not None and _reads_on_host(fn, param)
 
 
+def _chain_returned(ctx: Context) -> bool:
+    """`top_p, top_i = probs.cpu().topk(5)` then only `return top_p, top_i`: tensor methods on
+    the host copy whose results the method returns and reads no further."""
+    i = len(ctx.stack) - 1
+    while i >= 1 and isinstance(ctx.stack[i], ast.Attribute) and isinstance(ctx.stack[i - 1], ast.Call):
+        i -= 2  # `.topk(5)` on the copy: still the copy's values
+    stmt = ctx.stack[i] if i >= 0 else None
+    fn = ctx.frame.node
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1) or not isinstance(
+        fn, (ast.FunctionDef, ast.AsyncFunctionDef)
+    ):
+        return False
+    target = stmt.targets[0]
+    names = [target] if isinstance(target, ast.Name) else list(getattr(target, "elts", []))
+    if not names or not all(isinstance(n, ast.Name) for n in names):
+        return False
+    bound = {n.id for n in names}  # type: ignore[attr-defined]
+    reads = [
+        n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id in bound and isinstance(n.ctx, ast.Load)
+    ]
+    parents = parents_of(fn)
+    return bool(reads) and all(
+        isinstance(up := parents.get(id(r)), ast.Return)
+        or (isinstance(up, ast.Tuple) and isinstance(parents.get(id(up)), ast.Return))
+        for r in reads
+    )
+
+
 def _results_handed_out(ctx: Context, call: ast.Call) -> bool:
     """`self.tgt_dict.string(tokens.int().cpu())` in `decode_target`: an inference entry point
     (`generate`, `decode`, `predict`, ...) handing its results to host-side code (a vocabulary, a
@@ -1212,7 +1240,9 @@ def _results_handed_out(ctx: Context, call: ast.Call) -> bool:
     if not ctx.method or not _INFERENCE_ENTRY.match(ctx.method):
         return False
     copy = _copy_of(ctx, call)
-    if copy is None or copy.via_data:
+    if copy is None:
+        return _chain_returned(ctx)
+    if copy.via_data:
         return False
     holder = copy.holder
     if isinstance(holder, ast.Return):
