@@ -243,7 +243,13 @@ RULES = [
             raise ValueError(...)`, `if torch.isnan(x).any(): warnings.warn(...)`, after setting
             Python values for the message or a flag at most: an opt-in diagnostic only the host can
             act on; still flagged in a function handed to `register_hook`, which runs on every
-            backward, and when the block also changes tensors); a test on tensors handed to a
+            backward, and when the block also changes tensors); a non-finite check (`isnan`,
+            `isinf`, `isfinite`) that decides whether the step updates the model: a branch runs
+            the update, or skips the rest of a step that runs it (`if not torch.isfinite(loss):
+            continue` before `loss.backward(); opt.step()`, `return None` from a Lightning
+            `training_step`), or reports and stops the run (only the host can skip an update: a
+            zeroed loss still moves momentum; a check that only filters what is averaged or
+            logged is still flagged); a test on tensors handed to a
             `torch.distributed` collective earlier in the function, or computed from them
             (`dist.all_reduce(stop)` then `if stop > 0: break`: every process must take the same
             branch, so each needs the agreed value on the host); a test whose block only returns

@@ -3009,6 +3009,72 @@ def _answers_the_host(ctx: Context, node: ast.If) -> bool:
     return _reports_only(body) and _reports_only(node.orelse) and _reports_something(body)
 
 
+def _skips_a_bad_update(ctx: Context, node: ast.If) -> bool:
+    """A non-finite check (`isnan`/`isinf`/`isfinite`) that decides whether this step updates
+    the model: a branch runs the update (`if not torch.isnan(loss): loss.backward(); opt.step()`,
+    `if not torch.isfinite(norm): log(...) else: scaler.step(opt)`), skips the rest of a step
+    that does (`continue` or `return` before `backward()`/`step()`; `return None` from a Lightning
+    `training_step`), or reports and stops the run (`log.error(...); break`). Only the host can
+    skip an update (a zeroed loss still moves momentum and Adam's moments), so the wait is the
+    algorithm, as for TM301's `_decides_the_update`."""
+    if not any(
+        isinstance(n, ast.Call) and terminal_name(n.func) in _GUARD_CHECKS for n in ast.walk(node.test)
+    ):
+        return False
+    if _updates(node.body) or _updates(node.orelse):
+        return True
+    last = node.body[-1] if node.body else None
+    if isinstance(last, (ast.Continue, ast.Return)) and _updates(_rest_of_the_step(ctx, node, last)):
+        return True
+    fn = ctx.frame.node
+    if (
+        isinstance(last, ast.Return)
+        and (last.value is None or (isinstance(last.value, ast.Constant) and last.value.value is None))
+        and getattr(fn, "name", None) == "training_step"
+    ):
+        return True  # Lightning skips the optimizer step of a batch whose `training_step` returns None
+    return ctx.in_loop and _reports_then_leaves(node.body)
+
+
+def _rest_of_the_step(ctx: Context, node: ast.stmt, leave: ast.stmt) -> list[ast.stmt]:
+    """The statements `leave` (a `continue` or `return` ending `node`'s body) skips: those after
+    `node` in each enclosing block, up to the innermost loop's body for `continue`, the
+    function's for `return`."""
+    stop = ctx.loops[-1].node if isinstance(leave, ast.Continue) and ctx.in_loop else ctx.frame.node
+    path = [*ctx.stack, node] if not ctx.stack or ctx.stack[-1] is not node else list(ctx.stack)
+    rest: list[ast.stmt] = []
+    for k in range(len(path) - 1, 0, -1):
+        parent, child = path[k - 1], path[k]
+        if isinstance(child, ast.stmt):
+            found = block_of(parent, child)
+            if found is not None:
+                rest.extend(found[0][found[1] + 1 :])
+        if parent is stop:
+            break
+    return rest
+
+
+def _reports_then_leaves(body: list[ast.stmt]) -> bool:
+    """`log.error("loss went to NaN"); break`, also split by an `if` (`if amp: log.warn(...)
+    else: log.error(...); break`): the block reports, and may leave the loop, and does nothing
+    else."""
+    if not _may_leave(body):
+        return False
+
+    def reports(block: list[ast.stmt]) -> bool:
+        for s in block:
+            if isinstance(s, (ast.Break, ast.Continue, ast.Return, ast.Raise, ast.Pass)):
+                continue
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _is_diagnostic(s.value):
+                continue
+            if isinstance(s, ast.If) and reports(s.body) and reports(s.orelse):
+                continue
+            return False
+        return True
+
+    return reports(body)
+
+
 def _logs_names_only(stmt: ast.stmt) -> bool:
     """`logger.info("size %s", step_size)`: a log call of constants and plain names, which
     computes nothing on a device."""
@@ -3234,6 +3300,8 @@ def tensor_in_condition(node: ast.If | ast.While | ast.Assert | ast.IfExp, ctx: 
         return  # once per call of a function run once per fit, epoch or set-up, as far as this source shows
     if isinstance(node, ast.If) and _answers_the_host(ctx, node) and not _registered_as_hook(ctx):
         return  # `if not torch.isfinite(w).all(): raise ValueError(...)`: only the host can raise
+    if isinstance(node, ast.If) and _skips_a_bad_update(ctx, node):
+        return  # `if not torch.isfinite(loss): continue` before the update: only the host can skip it
     if _agreed_with_peers(ctx, test):
         return  # `dist.all_reduce(stop)` then `if stop > 0: break`: every process needs the agreed answer
     if _once_per_process(ctx):
