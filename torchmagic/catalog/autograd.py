@@ -60,6 +60,10 @@ RULES = [
             named for it): parameters are gathered and freed around each forward, which
             `inference_mode` breaks when training resumes;
             blocks that mutate parameters (`p.copy_`, `p -= lr * p.grad`, init code), which need `no_grad`;
+            calibration passes, whose forwards make observers or hooks record statistics on the model
+            (after `torch.ao.quantization.prepare`/`prepare_fx`/`prepare_pt2e` or a model's own
+            `prepare_quantization()` in the same scope, and before `convert`; or over data the loop
+            names for calibration: `for x in calib_loader`, `tqdm(loader, desc="Running calibration")`);
             a shape probe, a dry run on a `torch.rand`/`torch.zeros` dummy whose output is read only for
             its size (`y = encoder(torch.rand(2, *shape))`, then `y.shape[1]`): a lazy layer's first
             forward there would create inference-tensor parameters that never train;

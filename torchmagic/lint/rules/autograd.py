@@ -356,6 +356,8 @@ def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
         return
     if _enters_a_model_context(ctx, node):
         return  # `with calibration_mode(model):` may write the model's parameters on exit
+    if _calibration_pass(ctx, node):
+        return  # observers or hooks record statistics on the model in each forward: not inference
     if _results_updated_in_place(ctx, node):
         return  # an inference tensor cannot be updated in place outside inference_mode
     # Tensors made under inference_mode cannot be saved for backward later: a no_grad target
@@ -588,6 +590,61 @@ def _enters_a_model_context(ctx: Context, node: ast.With) -> bool:
             if any(ctx.kind(a) == MODULE or name_like(a, "model", "net") for a in expr.args):
                 return True
     return False
+
+
+# functions that insert quantization observers into a model (torch.ao's, or a model's own method)
+_QUANT_PREPARE = frozenset(
+    {"prepare_fx", "prepare_qat_fx", "prepare_pt2e", "prepare_qat_pt2e", "prepare_quantization"}
+)
+
+
+def _calibration_pass(ctx: Context, node: ast.With) -> bool:
+    """A calibration pass: after the model was prepared for quantization earlier in the scope
+    (`torch.ao.quantization.prepare(model)`, `prepare_fx`, `prepare_pt2e`, a model's own
+    `prepare_quantization()`) and not converted since, or over data whose loop says so (`for x in calib_loader`,
+    `tqdm(loader, desc="Running calibration")`). Its forwards exist to make observers or hooks
+    record statistics on the model's state, which is not pure inference (and observer buffers
+    made under `inference_mode` refuse the in-place updates of a later pass)."""
+    scope = ctx.frame.node if ctx.frame.node is not None else ctx.stack[0]
+    steps = sorted(
+        (call.lineno, _prepares_quantization(ctx, call))
+        for call in own_nodes(scope)
+        if isinstance(call, ast.Call)
+        and call.lineno < node.lineno
+        and (_prepares_quantization(ctx, call) or terminal_name(call.func) == "convert")
+    )
+    if steps and steps[-1][1]:
+        return True  # prepared, and not yet converted
+    loops = [
+        *(info.node for info in ctx.loops),
+        *(n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.For, ast.AsyncFor))),
+    ]
+    for loop in loops:
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        for n in ast.walk(loop.iter):
+            text = (
+                n.id
+                if isinstance(n, ast.Name)
+                else n.attr
+                if isinstance(n, ast.Attribute)
+                else n.value
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                else ""
+            )
+            if "calib" in text.lower():
+                return True
+    return False
+
+
+def _prepares_quantization(ctx: Context, call: ast.Call) -> bool:
+    name = terminal_name(call.func) or ""
+    if name in _QUANT_PREPARE:
+        return True
+    qualname = ctx.qualname(call.func) or ""
+    return name.startswith("prepare") and qualname.startswith(
+        ("torch.ao.quantization.", "torch.quantization.")
+    )
 
 
 def _results_updated_in_place(ctx: Context, node: ast.With) -> bool:
