@@ -288,14 +288,25 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
     loop = ctx.loops[depth].node if ctx.loops else None
     names = _loop_names(loop) if loop is not None else set()
     stack = [*ctx.stack, node]
+    through_items = False
     for i in range(len(stack) - 2, -1, -1):
         parent, child = stack[i], stack[i + 1]
         if parent is loop:
-            if not is_step_loop(loop) or (depth > 0 and _walks_own_lists(ctx, loop)):
-                # a loop over the model's parameters (or a dict's items) is part of one step: a
-                # guard around it (`if step % N == 0: for name, p in model.named_parameters():`)
-                # decides how often the whole loop runs; with no loop around it in the function
-                # (a `log()` method called per step), so does a guard in the function
+            over_items = (
+                depth > 0
+                and isinstance(loop, (ast.For, ast.AsyncFor))
+                and is_step_loop(loop)
+                and not _walks_own_lists(ctx, loop)
+                and _over_batch_items(ctx, loop)
+            )
+            if not is_step_loop(loop) or (depth > 0 and _walks_own_lists(ctx, loop)) or over_items:
+                # a loop over the model's parameters (or a dict's items, or one batch's items) is
+                # part of one step: a guard around it (`if step % N == 0: for name, p in
+                # model.named_parameters():`) decides how often the whole loop runs; with no loop
+                # around it in the function (a `log()` method called per step), so does a guard in
+                # the function; around a walk over one batch's items, only a periodic guard
+                # (`if steps % N == 0: for i in range(x.shape[0]): plot(x[i].cpu())`) tells
+                through_items = through_items or over_items
                 depth -= 1
                 loop = ctx.loops[depth].node if depth >= 0 else None
                 names = _loop_names(loop) if loop is not None else set()
@@ -313,6 +324,8 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             return PERIODIC
         if _in_a_conjunct(parent.test, lambda t: _periodic_helper(ctx, t)):
             return PERIODIC
+        if through_items:
+            continue
         if (
             _is_once(parent.test, names)
             or _is_bounded(parent.test)
