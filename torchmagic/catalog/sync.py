@@ -46,7 +46,8 @@ RULES = [
             given `tokens=hypo["tokens"].cpu()`; not a method of the class itself, torch or NumPy,
             nor one that stores the value: `append`, `update`, `log_*`): the library needs the
             values now, so the pass waits there in any case; a read that is an argument of a
-            drawing call (`plt.plot(acts[:, i].cpu().numpy())`, `ax.imshow(img.cpu())`: the figure
+            drawing call (`plt.plot(acts[:, i].cpu().numpy())`, `ax.imshow(img.cpu())`, a function of
+            this source that draws, `show(src.cpu().numpy())` with `o3d.visualization.draw_geometries`: the figure
             needs the values, and drawing takes far longer than the wait; not `.item()` per element,
             `ax.text(j, i, f"{sim[i, j].item():.3f}")`, which one `.tolist()` before the loop reads); reads in `__init__`,
             `__setstate__`, `__getstate__`, `__reduce__` or `_load_from_state_dict` (once per object
@@ -60,7 +61,7 @@ RULES = [
             `if step % N: continue`) or when an environment's episode ends (`if done:`, `if d and
             info["lives"][i] == 0:` with `d` over the done flags, `if "episode" in info:`: once per
             episode, as logging every N steps) or run on one iteration (`if i == 0:`, `len(shown) < 5`, a block that
-            ends with `break` or `return` and cannot `continue` first, or with a `raise` no `try` in the loop catches,
+            ends with `break`, `return` or `sys.exit()` and cannot `continue` first, or with a `raise` no `try` in the loop catches,
             `except IndexError: print(h.sum().item()); raise`: once per pass, as after the loop);
             reads under a switch the user turns on to watch every step (`if debug:`, `if self.verbose:`,
             `if args.verbose > 1:`): when it is on, the wait is what was asked for;

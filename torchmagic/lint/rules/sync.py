@@ -2008,7 +2008,25 @@ def _drawn_each_pass(ctx: Context, call: ast.Call) -> bool:
     (`ax.text(j, i, f"{sim[i, j].item():.3f}")`), which one `.tolist()` before the loop reads."""
     if terminal_name(call.func) == "item":
         return False
-    return inside_a_call(ctx, call, lambda up: root_name(up.func) in _PLOT_ROOTS)
+    return inside_a_call(ctx, call, lambda up: root_name(up.func) in _PLOT_ROOTS or _draws(ctx, up))
+
+
+def _draws(ctx: Context, call: ast.Call) -> bool:
+    """`display_open3d(src.cpu().numpy(), ...)`: a function of this source that draws what it is
+    given (`o3d.visualization.draw_geometries`, `plt.imshow`, `cv2.imshow`)."""
+    if not isinstance(call.func, ast.Name):
+        return False
+    fn = ctx.origin(call.func)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    return any(
+        isinstance(n, ast.Call)
+        and (root_name(n.func) in _PLOT_ROOTS or (ctx.qualname(n.func) or "").startswith(_DRAWING_MODULES))
+        for n in ast.walk(fn)
+    )
+
+
+_DRAWING_MODULES = ("open3d.visualization.", "matplotlib.pyplot.", "cv2.imshow", "PIL.ImageShow.")
 
 
 def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
@@ -2372,8 +2390,8 @@ _MODEL_STATE = frozenset(
 
 
 def _breaks_after(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
-    """The read sits in a block of the loop that ends with `break` (or `return`, or a `raise`
-    no `try` of the loop catches: `except: print(t); raise ValueError`): it runs at most once
+    """The read sits in a block of the loop that ends with `break` (or `return`, `sys.exit()`, or
+    a `raise` no `try` of the loop catches: `except: print(t); raise ValueError`): it runs at most once
     per pass over the loop, like a read after it."""
     stack = [*ctx.stack, call]
     start = next((i for i, n in enumerate(stack) if n is loop), None)
@@ -2384,8 +2402,17 @@ def _breaks_after(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
         for i, n in enumerate(stack[start:-1], start)
     )
     ends = (ast.Break, ast.Return) if caught else (ast.Break, ast.Return, ast.Raise)
+
+    def leaves(last: ast.stmt) -> bool:
+        # `print(loss); sys.exit(1)`: the run ends there
+        return isinstance(last, ends) or (
+            isinstance(last, ast.Expr)
+            and isinstance(last.value, ast.Call)
+            and terminal_name(last.value.func) in _STOPS
+        )
+
     return any(
-        isinstance(block[-1], ends) and k < len(block) - 1 and not any(_continues(s) for s in block[k:])
+        leaves(block[-1]) and k < len(block) - 1 and not any(_continues(s) for s in block[k:])
         for _, block, k in enclosing_blocks(stack, start)
     )
 
@@ -3078,7 +3105,11 @@ def _reports_then_leaves(body: list[ast.stmt]) -> bool:
         for s in block:
             if isinstance(s, (ast.Break, ast.Continue, ast.Return, ast.Raise, ast.Pass)):
                 continue
-            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _is_diagnostic(s.value):
+            if (
+                isinstance(s, ast.Expr)
+                and isinstance(s.value, ast.Call)
+                and (_is_diagnostic(s.value) or terminal_name(s.value.func) in _STOPS)
+            ):
                 continue
             if isinstance(s, ast.If) and reports(s.body) and reports(s.orelse):
                 continue
