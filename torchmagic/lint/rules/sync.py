@@ -136,6 +136,47 @@ def _is_once(test: ast.AST, loop_names: set[str]) -> bool:
     )
 
 
+def _last_or_stopping(test: ast.AST, loop_names: set[str]) -> bool:
+    """`i == len(loader) - 1 or self.terminate`: the last iteration, or the one on which the run
+    stops (a flag named for it), whichever comes first: once per pass."""
+    return (
+        isinstance(test, ast.BoolOp)
+        and isinstance(test.op, ast.Or)
+        and any(_is_once(v, loop_names) for v in test.values)
+        and all(_is_once(v, loop_names) or _STOPPING.search(_last_name(v) or "") for v in test.values)
+    )
+
+
+_STOPPING = re.compile(r"terminat|stop|finish|done|abort", re.I)
+
+
+def _last_name(node: ast.AST) -> str | None:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+
+def _before_the_last(test: ast.AST, loop_names: set[str]) -> bool:
+    """`i < len(loader) - 1` (or `!= len(loader) - 1`): false on the last iteration only, so its
+    `else` runs once."""
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Lt, ast.NotEq))
+        and isinstance(test.left, ast.Name)
+        and test.left.id in loop_names
+    ):
+        return False
+    right = test.comparators[0]
+    return (
+        isinstance(right, ast.BinOp)
+        and isinstance(right.op, ast.Sub)
+        and isinstance(right.right, ast.Constant)
+        and right.right.value == 1
+        and isinstance(right.left, ast.Call)
+        and isinstance(right.left.func, ast.Name)
+        and right.left.func.id == "len"
+    )
+
+
 def _in_a_conjunct(test: ast.AST, holds: Callable[[ast.AST], bool]) -> bool:
     """`holds` for the test, or for one operand of an `and` in it (`if log and i == 0:` runs
     no more often than `i == 0` does)."""
@@ -319,6 +360,8 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
         else:
             continue
         if not in_body:
+            if not through_items and _before_the_last(parent.test, names):
+                return ONCE  # `if i < len(loader) - 1: ... else: <the last batch>`
             continue
         if _is_mod(parent.test) or _is_mod(_named_test(ctx, parent.test, loop)):
             return PERIODIC
@@ -328,6 +371,7 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             continue
         if (
             _is_once(parent.test, names)
+            or _last_or_stopping(parent.test, names)
             or _is_bounded(parent.test)
             or _is_sampled(parent.test, names)
             or _in_a_conjunct(parent.test, lambda t, n=names: _first_few(t, n))
