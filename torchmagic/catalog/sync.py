@@ -36,7 +36,9 @@ RULES = [
             print(total.item())          # one sync, after the loop
             """,
         not_flagged="""
-            the same calls outside loops; `.item()` on an obvious Python number; a read whose values
+            the same calls outside loops; `.item()` on an obvious Python number; reads in a
+            Dataset's `__getitem__` or a collate function, on tensors not moved to an accelerator
+            there (the dataset's CPU tensors); a read whose values
             are written to a file in the same pass (`save_image(img.cpu(), f"{i}.png")`,
             `sf.write(path, wav.cpu().numpy(), sr)`, `Image.fromarray(a).save(p)`, `print(line,
             file=fp)` to a file other than the console, also through names bound from it): the file

@@ -1026,7 +1026,7 @@ _ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})
 _WORKER_CALLBACKS = ("collate_fn", "worker_init_fn")
 
 
-def _in_data_worker_code(ctx: Context) -> str | None:
+def in_data_worker_code(ctx: Context) -> str | None:
     """The name of the Dataset method or collate function the walker is inside, if any."""
     if ctx.in_dataset_method and ctx.method in _ITEM_METHODS:
         return f"{ctx.cls.name}.{ctx.method}"  # type: ignore[union-attr]
@@ -1088,7 +1088,7 @@ def cuda_in_dataset(call: ast.Call, ctx: Context) -> None:
     if terminal_name(call.func) == "DataLoader":
         _callback_moves(ctx, call)
         return
-    where = _in_data_worker_code(ctx)
+    where = in_data_worker_code(ctx)
     if where is None or not is_cuda_move(ctx, call):
         return
     _flag_worker_move(ctx, call, where)

@@ -2212,6 +2212,8 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
     if offloads_on_request(ctx, call):
         return  # `if cpu_offload: shard = shard.cpu()`: freeing device memory is the point
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
+    if place != accelerator.ACCELERATOR and devices.in_data_worker_code(ctx) is not None:
+        return  # a Dataset's `__getitem__` or a collate function: the dataset's CPU tensors
     if place == accelerator.CPU or accelerator.in_cpu_branch(ctx, call):
         return  # a CPU tensor: reading it waits for no GPU
     if (
