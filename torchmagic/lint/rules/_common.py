@@ -148,6 +148,18 @@ def is_cuda_move(ctx: Context, call: ast.Call) -> bool:
     return False
 
 
+def word_of(node: ast.AST, strings: bool = False) -> str:
+    """The name a node spells (`cfg.fix_emb` -> "fix_emb", `loader` -> "loader"), with `strings`
+    also a string constant's text; "" for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return ""
+
+
 def name_like(node: ast.AST | None, *words: str) -> bool:
     """The expression's last name part contains one of `words`: `self.optimizer` ~ "opt"."""
     if isinstance(node, ast.Attribute):

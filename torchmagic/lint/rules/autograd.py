@@ -54,6 +54,7 @@ from ._common import (
     switches_grad_off,
     unparse,
     unparse_operand,
+    word_of,
 )
 from ._flow import (
     Flow,
@@ -623,16 +624,7 @@ def _calibration_pass(ctx: Context, node: ast.With) -> bool:
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
         for n in ast.walk(loop.iter):
-            text = (
-                n.id
-                if isinstance(n, ast.Name)
-                else n.attr
-                if isinstance(n, ast.Attribute)
-                else n.value
-                if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                else ""
-            )
-            if "calib" in text.lower():
+            if "calib" in word_of(n, strings=True).lower():
                 return True
     return False
 

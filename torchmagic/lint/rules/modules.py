@@ -54,6 +54,7 @@ from ._common import (
     switches_grad_off,
     unparse,
     unparse_operand,
+    word_of,
     writes_a_file,
 )
 from ._flow import grad_off, scope_node
@@ -3059,14 +3060,7 @@ def _under_freeze_switch(ctx: Context) -> bool:
     for anc in ctx.stack:
         if isinstance(anc, (ast.If, ast.IfExp)):
             for sub in ast.walk(anc.test):
-                text = (
-                    sub.id
-                    if isinstance(sub, ast.Name)
-                    else sub.attr
-                    if isinstance(sub, ast.Attribute)
-                    else ""
-                )
-                low = text.lower()
+                low = word_of(sub).lower()
                 if low and low != "training" and any(w in low for w in _FREEZE_WORDS):
                     return True
             if isinstance(anc, ast.If) and _configuration_test(ctx, anc.test):

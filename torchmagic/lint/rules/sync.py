@@ -72,6 +72,7 @@ from ._common import (
     root_name,
     unparse,
     unparse_operand,
+    word_of,
     writes_a_file,
 )
 from ._flow import is_backward
@@ -143,29 +144,31 @@ def _last_or_stopping(test: ast.AST, loop_names: set[str]) -> bool:
         isinstance(test, ast.BoolOp)
         and isinstance(test.op, ast.Or)
         and any(_is_once(v, loop_names) for v in test.values)
-        and all(_is_once(v, loop_names) or _STOPPING.search(_last_name(v) or "") for v in test.values)
+        and all(_is_once(v, loop_names) or _STOPPING.search(word_of(v)) for v in test.values)
     )
 
 
 _STOPPING = re.compile(r"terminat|stop|finish|done|abort", re.I)
 
 
-def _last_name(node: ast.AST) -> str | None:
-    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+def _index_against(test: ast.AST, loop_names: set[str], ops: tuple[type, ...]) -> ast.AST | None:
+    """`i < <right>` (one comparison, an operator of `ops`, a loop name on the left): the right
+    side; None for any other test."""
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ops)
+        and isinstance(test.left, ast.Name)
+        and test.left.id in loop_names
+    ):
+        return test.comparators[0]
+    return None
 
 
 def _before_the_last(test: ast.AST, loop_names: set[str]) -> bool:
     """`i < len(loader) - 1` (or `!= len(loader) - 1`): false on the last iteration only, so its
     `else` runs once."""
-    if not (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], (ast.Lt, ast.NotEq))
-        and isinstance(test.left, ast.Name)
-        and test.left.id in loop_names
-    ):
-        return False
-    right = test.comparators[0]
+    right = _index_against(test, loop_names, (ast.Lt, ast.NotEq))
     return (
         isinstance(right, ast.BinOp)
         and isinstance(right.op, ast.Sub)
@@ -243,15 +246,9 @@ _SHOWN = re.compile(r"show|sample|vis|plot|example|display|image|img|audio|figur
 def _first_few(test: ast.AST, loop_names: set[str]) -> bool:
     """`i < self.showpiece_num`, `idx < args.n_samples`: the loop's index against a count of
     examples to show, true on the first few iterations only."""
-    if not (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], (ast.Lt, ast.LtE))
-        and isinstance(test.left, ast.Name)
-        and test.left.id in loop_names
-    ):
+    right = _index_against(test, loop_names, (ast.Lt, ast.LtE))
+    if right is None:
         return False
-    right = test.comparators[0]
     name = (
         right.attr if isinstance(right, ast.Attribute) else right.id if isinstance(right, ast.Name) else None
     )
