@@ -178,6 +178,18 @@ def assignments_by_name(scope: ast.AST) -> dict[str, list[ast.Assign]]:
     return out
 
 
+def names_bound_to(scope: ast.AST, matches: Callable[[ast.Call], bool]) -> set[str]:
+    """The plain names that `name = <call>` statements anywhere under `scope` (nested functions
+    too) bind to a call that `matches`."""
+    return {
+        t.id
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and matches(n.value)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+
+
 def parameters(func: ast.AST) -> set[str]:
     """The names a function (or lambda) takes as arguments."""
     args = getattr(func, "args", None)

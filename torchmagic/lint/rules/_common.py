@@ -162,14 +162,8 @@ def word_of(node: ast.AST, strings: bool = False) -> str:
 
 def name_like(node: ast.AST | None, *words: str) -> bool:
     """The expression's last name part contains one of `words`: `self.optimizer` ~ "opt"."""
-    if isinstance(node, ast.Attribute):
-        text = node.attr
-    elif isinstance(node, ast.Name):
-        text = node.id
-    else:
-        return False
-    low = text.lower()
-    return any(w in low for w in words)
+    low = word_of(node).lower() if node is not None else ""
+    return bool(low) and any(w in low for w in words)
 
 
 def call_chain(node: ast.AST) -> list[str]:

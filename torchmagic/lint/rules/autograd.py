@@ -607,15 +607,11 @@ def _calibration_pass(ctx: Context, node: ast.With) -> bool:
     record statistics on the model's state, which is not pure inference (and observer buffers
     made under `inference_mode` refuse the in-place updates of a later pass)."""
     scope = ctx.frame.node if ctx.frame.node is not None else ctx.stack[0]
-    steps = sorted(
-        (call.lineno, _prepares_quantization(ctx, call))
-        for call in own_nodes(scope)
-        if isinstance(call, ast.Call)
-        and call.lineno < node.lineno
-        and (_prepares_quantization(ctx, call) or terminal_name(call.func) == "convert")
-    )
-    if steps and steps[-1][1]:
-        return True  # prepared, and not yet converted
+    before = [n for n in own_nodes(scope) if isinstance(n, ast.Call) and n.lineno < node.lineno]
+    prepared = max((c.lineno for c in before if _prepares_quantization(ctx, c)), default=None)
+    converted = max((c.lineno for c in before if terminal_name(c.func) == "convert"), default=0)
+    if prepared is not None and prepared >= converted:
+        return True  # prepared, and not converted since
     loops = [
         *(info.node for info in ctx.loops),
         *(n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.For, ast.AsyncFor))),

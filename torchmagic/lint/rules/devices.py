@@ -28,6 +28,7 @@ from ..nodes import (
     device_type_of_literal,
     has_kwargs_splat,
     keyword,
+    names_bound_to,
     own_nodes,
     parents_of,
     per_node,
@@ -1000,15 +1001,7 @@ def _kept_by_early_stopping(calls: list[ast.Call], load: _Load, scope: ast.AST) 
     earlier in the same run, from the device the module is on."""
     if load.into is None or not load.literal or not _BEST_WEIGHTS.search(load.path or ""):
         return False
-    helpers = {
-        t.id
-        for n in ast.walk(scope)
-        if isinstance(n, ast.Assign)
-        and isinstance(n.value, ast.Call)
-        and _EARLY_STOPPING.search(terminal_name(n.value.func) or "")
-        for t in n.targets
-        if isinstance(t, ast.Name)
-    }
+    helpers = names_bound_to(scope, lambda c: bool(_EARLY_STOPPING.search(terminal_name(c.func) or "")))
     for c in calls:
         f = c.func
         receiver = f.value if isinstance(f, ast.Attribute) else f

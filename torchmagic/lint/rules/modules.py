@@ -33,6 +33,7 @@ from ..nodes import (
     has_kwargs_splat,
     is_name,
     keyword,
+    names_bound_to,
     own_nodes,
     parameter_default,
     parameters,
@@ -334,6 +335,15 @@ def _of_a_shape(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "shape"
 
 
+def _shape_tensor(call: ast.Call) -> bool:
+    """`torch.tensor(x.shape)`, `torch.as_tensor(x.shape[2:])`: a tensor of sizes."""
+    return (
+        terminal_name(call.func) in ("tensor", "as_tensor")
+        and len(call.args) == 1
+        and _of_a_shape(call.args[0])
+    )
+
+
 def _shape_arithmetic(ctx: Context, call: ast.Call) -> bool:
     """`skip = torch.tensor(a.shape)`, `have = torch.tensor(b.shape)`, then `crop = skip[2:] -
     have[2:]`: tensors of sizes, built on the host to work out a padding or a crop, that meet
@@ -342,24 +352,12 @@ def _shape_arithmetic(ctx: Context, call: ast.Call) -> bool:
     stmt = ctx.statement()
     if not (
         isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and terminal_name(call.func) in ("tensor", "as_tensor")
-        and len(call.args) == 1
-        and _of_a_shape(call.args[0])
+        and _shape_tensor(call)
         and isinstance(stmt, ast.Assign)
         and stmt.value is call
     ):
         return False
-    shapes = {
-        t.id
-        for n in ast.walk(fn)
-        if isinstance(n, ast.Assign)
-        and isinstance(n.value, ast.Call)
-        and terminal_name(n.value.func) in ("tensor", "as_tensor")
-        and len(n.value.args) == 1
-        and _of_a_shape(n.value.args[0])
-        for t in n.targets
-        if isinstance(t, ast.Name)
-    }
+    shapes = names_bound_to(fn, _shape_tensor)
     for n in ast.walk(fn):
         if isinstance(n, ast.BinOp):
             operands = {m.id for side in (n.left, n.right) for m in ast.walk(side) if isinstance(m, ast.Name)}

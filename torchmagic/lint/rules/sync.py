@@ -247,12 +247,7 @@ def _first_few(test: ast.AST, loop_names: set[str]) -> bool:
     """`i < self.showpiece_num`, `idx < args.n_samples`: the loop's index against a count of
     examples to show, true on the first few iterations only."""
     right = _index_against(test, loop_names, (ast.Lt, ast.LtE))
-    if right is None:
-        return False
-    name = (
-        right.attr if isinstance(right, ast.Attribute) else right.id if isinstance(right, ast.Name) else None
-    )
-    return name is not None and bool(_SHOWN.search(name))
+    return right is not None and bool(_SHOWN.search(word_of(right)))
 
 
 _EPISODE_FLAGS = frozenset(
@@ -3124,7 +3119,7 @@ def _rest_of_the_step(ctx: Context, node: ast.stmt, leave: ast.stmt) -> list[ast
     `node` in each enclosing block, up to the innermost loop's body for `continue`, the
     function's for `return`."""
     stop = ctx.loops[-1].node if isinstance(leave, ast.Continue) and ctx.in_loop else ctx.frame.node
-    path = [*ctx.stack, node] if not ctx.stack or ctx.stack[-1] is not node else list(ctx.stack)
+    path = [*ctx.stack, node]
     rest: list[ast.stmt] = []
     for k in range(len(path) - 1, 0, -1):
         parent, child = path[k - 1], path[k]

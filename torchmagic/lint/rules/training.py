@@ -9,7 +9,7 @@ from ..fixes import fix_of
 from ..kinds import OPTIMIZER, SCHEDULER
 from ..nodes import is_name
 from ..registry import check
-from ._common import name_like, unparse, unparse_operand
+from ._common import name_like, unparse, unparse_operand, word_of
 
 
 def _is_scheduler(ctx: Context, node: ast.AST | None) -> bool:
@@ -182,20 +182,14 @@ def _schedule_of_its_own(ctx: Context, recv: ast.AST) -> bool:
     if built is not None:
         builders = [built]
     else:
-        name = (
-            recv.id if isinstance(recv, ast.Name) else recv.attr if isinstance(recv, ast.Attribute) else None
-        )
-        if name is None or not ctx.stack or ctx.origin(recv) is not None:
+        name = word_of(recv)
+        if not name or not ctx.stack or ctx.origin(recv) is not None:
             return False
         builders = []
         for node in ast.walk(ctx.stack[0]):
             if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
                 continue
-            if any(
-                (isinstance(t, ast.Name) and t.id == name)
-                or (isinstance(t, ast.Attribute) and t.attr == name)
-                for t in node.targets
-            ):
+            if any(word_of(t) == name for t in node.targets):
                 builders.append(ctx.qualname(node.value.func))
     return bool(builders) and all(b is not None and _class_outside_torch(ctx, b) for b in builders)
 
