@@ -413,3 +413,28 @@ def test_tests_in_one_loop_nest_make_one_TM302_finding_that_names_every_line() -
     )
     assert "a single deliberate wait can serve every decision" in loop.hint
     assert other.message.endswith("waits for the GPU.")
+
+
+def test_TM301_reads_after_the_first_go_with_its_fix() -> None:
+    # `loss_aux.item() if use_aux else 0` reads a value that exists: it waits for nothing new,
+    # and neither do the reads after it; the first read's fix names them, so fixing the first
+    # read does not move the finding to the next line
+    code = (
+        "import torch\n"
+        "model = model.cuda()\n"
+        "for x in loader:\n"
+        "    loss, loss_aux, loss_rec = model(x.cuda())\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    total += loss.item()\n"
+        "    total_aux += loss_aux.item() if cfg.use_aux else 0.0\n"
+        "    total_rec += loss_rec.item()\n"
+    )
+    f = only(code, "TM301")
+    assert f.line == 7
+    assert "line 8 `loss_aux.item()`" in f.hint and "line 9 `loss_rec.item()`" in f.hint
+    # new work between the reads: the second is a wait of its own, and keeps its finding
+    code = code.replace(
+        "    total_rec += loss_rec.item()\n", "    total_rec += model(x.cuda())[2].sum().item()\n"
+    )
+    assert [g.line for g in check_source(code) if g.rule == "TM301"] == [7, 9]

@@ -1644,6 +1644,9 @@ def _queues_no_gpu_work(ctx: Context, node: ast.AST, host: set[str]) -> bool:
                 if isinstance(x, (ast.Name, ast.Attribute))
                 for y in ast.walk(x)
             )
+        if isinstance(n, (ast.IfExp, ast.If)) and isinstance(n.test, (ast.Name, ast.Attribute)):
+            # `loss_cls.item() if self.use_classifier else 0`: a flag tested on the host
+            read_out.update(id(x) for x in ast.walk(n.test))
         if isinstance(n, ast.FormattedValue) and isinstance(n.value, (ast.Name, ast.Attribute)):
             # `f"{module_name}.{name}"`: formatting reads a value out, it queues no GPU work
             read_out.update(id(x) for x in ast.walk(n.value))
@@ -1971,12 +1974,24 @@ def _collective_inputs(call: ast.Call) -> set[str]:
 _KEEPERS = frozenset({"append", "extend", "insert", "add", "update", "put", "write", "set_postfix"})
 
 
+# packages whose functions may compute on the device: their results are no host library's
+_DEVICE_LIBRARIES = frozenset(
+    {"torch", "torchvision", "torchaudio", "torchmetrics", "numpy", "math", "builtins", "jax", "cupy"}
+)
+
+
 def _host_library_call(ctx: Context, call: ast.Call, bound: frozenset[int]) -> bool:
     """`index.search(...)`, `csc_matrix.dot(...)`, `utils.post_process_prediction(...)`: a
     function or method of an object that is neither torch, NumPy, the class itself, a tensor nor
     a module, whose result the code binds (`id` in `bound`) to go on with it."""
     func = call.func
-    if id(call) not in bound or not isinstance(func, ast.Attribute):
+    if id(call) not in bound:
+        return False
+    if isinstance(func, ast.Name):
+        # `total += pesq(16000, ref, deg, "wb")`: a function imported from a host library
+        origin = ctx.resolve_import(func.id) or ""
+        return bool(origin) and origin.split(".")[0] not in _DEVICE_LIBRARIES
+    if not isinstance(func, ast.Attribute):
         return False
     if func.attr in _KEEPERS or func.attr.startswith("log"):
         return False
@@ -1992,7 +2007,9 @@ def _host_library_call(ctx: Context, call: ast.Call, bound: frozenset[int]) -> b
 @per_node
 def _bound_values(loop: ast.AST) -> frozenset[int]:
     """The ids of the values the loop's assignments bind, found once per loop."""
-    return frozenset(id(n.value) for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AnnAssign)))
+    return frozenset(
+        id(n.value) for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+    )
 
 
 def _computed_with_on_the_host(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
@@ -2022,11 +2039,38 @@ def _computed_with_on_the_host(ctx: Context, loop: ast.AST, call: ast.Call) -> b
 
 
 def _waits_for_a_person(ctx: Context, loop: ast.AST) -> bool:
-    """The loop reads the keyboard (`input(...)`) on each pass: an interactive loop."""
-    return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "input"
-        for n in ast.walk(loop)
+    """The loop waits for someone on each pass: it reads the keyboard (`input(...)`), opens a
+    window that stays until it is closed (`o3d.visualization.draw_geometries`, `cv2.waitKey(0)`),
+    or calls a function of this source that does. An interactive loop, not a hot path."""
+    for n in ast.walk(loop):
+        if not isinstance(n, ast.Call):
+            continue
+        if _blocks_for_a_person(ctx, n):
+            return True
+        fn = ctx.origin(n.func) if isinstance(n.func, ast.Name) else None
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            isinstance(m, ast.Call) and _blocks_for_a_person(ctx, m) for m in ast.walk(fn)
+        ):
+            return True
+    return False
+
+
+def _blocks_for_a_person(ctx: Context, call: ast.Call) -> bool:
+    if isinstance(call.func, ast.Name) and call.func.id == "input":
+        return True
+    name = ctx.qualname(call.func) or ""
+    if name in _MODAL_WINDOWS:
+        return True
+    # `cv2.waitKey(0)` (or no argument) waits for a key press; `cv2.waitKey(1)` only polls
+    return name == "cv2.waitKey" and (
+        not call.args or (isinstance(call.args[0], ast.Constant) and call.args[0].value == 0)
     )
+
+
+# calls that open a window and return only when someone closes it
+_MODAL_WINDOWS = frozenset(
+    {"open3d.visualization.draw_geometries", "open3d.visualization.draw_geometries_with_editing"}
+)
 
 
 # receivers of drawing calls: `plt.plot(...)`, `ax.scatter(...)`, `sns.lineplot(...)`
@@ -2192,9 +2236,12 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
         before = _before_in_iteration(ctx, loop)
         keys = _read_keys(ctx, value)
         if before is not None and (
-            _read_earlier_in_iteration(ctx, before, keys)
-            or _waits_earlier_for_a_shape(ctx, before)
-            or _right_after_a_read(ctx, before, value, keys)
+            _read_earlier_in_iteration(ctx, before, keys) or _right_after_a_read(ctx, before, value, keys)
+        ):
+            _join_the_first_read(ctx, call, label)
+            return  # the first read of the iteration is the finding
+        if before is not None and (
+            _waits_earlier_for_a_shape(ctx, before)
             or _drained_before_inner_loop(ctx, value, keys)
             or _after_a_read_in_statement(ctx, call, value)
         ):
@@ -2267,6 +2314,29 @@ def _record_given(ctx: Context, given: Finding | None) -> None:
         info.facts.setdefault(_GIVEN, []).append(given)
         if not isinstance(info.node, COMPREHENSIONS):
             break
+
+
+_FOLLOWERS = "TM301.followers"  # LoopInfo.facts: the first read's finding, and the reads after it
+
+
+def _join_the_first_read(ctx: Context, call: ast.Call, label: str) -> None:
+    """A read that waits for nothing new goes with the iteration's first read: that finding's
+    fix names it, so fixing the first read does not just move the finding to the next line."""
+    info = ctx.loops[-1]
+    given = info.facts.get(_GIVEN)
+    if not given or given[-1].line is None or given[-1].line > call.lineno:
+        return
+    first = given[-1]
+    first_hint, followers = info.facts.get(_FOLLOWERS, {}).get(id(first), (first.hint, []))
+    followers = [*followers, f"line {call.lineno} `{label}`"]
+    shown = ", ".join(followers[:4]) + (f" and {len(followers) - 4} more" if len(followers) > 4 else "")
+    new = ctx.amend(
+        first,
+        hint=f"{first_hint} The reads after it in the same iteration wait only for it; treat them"
+        f" the same way: {shown}.",
+    )
+    given[-1] = new
+    info.facts.setdefault(_FOLLOWERS, {})[id(new)] = (first_hint, followers)
 
 
 def _note_a_wait_the_host_needs(ctx: Context, call: ast.Call, value: ast.AST | None) -> None:
