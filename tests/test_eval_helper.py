@@ -58,3 +58,28 @@ def test_no_grad_results_a_later_cell_changes_in_place_keep_no_grad(tmp_path) ->
         out = run("check", str(nb), "--format", "json", "--select", "TM402")
         found = [(f["path"].rsplit("#", 1)[-1], f["line"]) for f in json.loads(out.stdout)]
         assert found == expected
+
+
+def test_a_sync_helper_of_an_earlier_cell_makes_a_timing_loop_wait_on_purpose(tmp_path) -> None:
+    """TM301: `synchronize()` defined in an earlier cell, then a clock: each pass of the
+    benchmark waits for the GPU there, so the copy after it is no wait of its own."""
+    helper = (
+        "import time\nimport torch\ndevice = torch.device('cuda')\n"
+        "def synchronize():\n    torch.cuda.synchronize(device)\n"
+    )
+    loop = (
+        "net = torch.nn.Linear(4, 4).to(device)\nrows = []\n"
+        "for x in batches:\n"
+        "    start = time.perf_counter()\n"
+        "    y = net(x.to(device))\n"
+        "    synchronize()\n"
+        "    seconds = time.perf_counter() - start\n"
+        "    rows.append((seconds, y.cpu()))\n"
+    )
+    for timed, expected in ((True, []), (False, [("cell2", 7)])):
+        code = loop if timed else loop.replace("    seconds = time.perf_counter() - start\n", "")
+        nb = tmp_path / "bench.ipynb"
+        nb.write_text(notebook([("code", helper), ("code", code)]))
+        out = run("check", str(nb), "--format", "json", "--select", "TM301")
+        found = [(f["path"].rsplit("#", 1)[-1], f["line"]) for f in json.loads(out.stdout)]
+        assert found == expected

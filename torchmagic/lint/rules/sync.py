@@ -66,6 +66,7 @@ from ._common import (
     declared_options,
     format_template,
     inside_a_call,
+    live_function,
     move_target,
     name_like,
     over_unique_groups,
@@ -1652,6 +1653,12 @@ def _queues_no_gpu_work(ctx: Context, node: ast.AST, host: set[str]) -> bool:
             read_out.update(id(x) for x in ast.walk(n.value))
         if not isinstance(n, ast.Call):
             continue
+        if _is_diagnostic(n) or _writes_a_summary(n):
+            # `writer.add_histogram(name, v.cpu().numpy(), self.step)`: a logger takes values as
+            # they are; its plain arguments compute nothing
+            for a in [*n.args, *(k.value for k in n.keywords)]:
+                if isinstance(a, (ast.Name, ast.Attribute)):
+                    read_out.update(id(x) for x in ast.walk(a))
         f = n.func
         if isinstance(f, ast.Attribute) and f.attr in _READ_OUT and _launches_no_work(f.value):
             read_out.update(id(x) for x in ast.walk(f.value))
@@ -2138,8 +2145,11 @@ def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     return False
 
 
-@check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"}, loops=True)
-def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
+@check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"}, loops=True, finish=True)
+def sync_in_loop(call: ast.Call | LoopInfo | ast.Module, ctx: Context) -> None:
+    if isinstance(call, ast.Module):
+        _note_synchronizers(ctx, call)
+        return
     if isinstance(call, LoopInfo):
         _withdraw_where_the_host_waits(ctx, call)
         return
@@ -2182,6 +2192,10 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
     func = call.func
     value: ast.AST | None = None
     if isinstance(func, ast.Name):
+        if _synchronizes(ctx, func):
+            if _times_next(ctx, call):
+                _note_a_wait_the_host_needs(ctx, call, None)  # `synchronize()` of this source, then a clock
+            return
         if func.id != "print":
             return
         value = _tensor_in_print(ctx, call)
@@ -2248,6 +2262,8 @@ def sync_in_loop(call: ast.Call | LoopInfo, ctx: Context) -> None:
             return  # the first read of the iteration is the finding
     if value is not None and _loop_queues_nothing(ctx, loop, value, call):
         return  # only the first iteration's read waits: nothing is queued after it
+    if _on_a_fresh_stream(ctx):
+        return  # `with torch.cuda.stream(torch.cuda.Stream()):` the copy waits for nothing queued
     if offloads_on_request(ctx, call):
         return  # `if cpu_offload: shard = shard.cpu()`: freeing device memory is the point
     place = accelerator.ACCELERATOR if value is None else accelerator.where(ctx, value)
@@ -2461,6 +2477,54 @@ def _within_branch(branch: ast.If | ast.IfExp, node: ast.AST) -> bool:
 # calls that run a function they are handed once in each process they start
 _STARTERS = frozenset({"spawn", "start_processes", "Process"})
 _CLOCKS = frozenset({"time", "perf_counter", "monotonic", "process_time", "perf_counter_ns", "time_ns"})
+
+
+_SYNCHRONIZERS = "TM301.synchronizers"  # ctx.notes key: module-level functions that synchronize
+
+
+def _on_a_fresh_stream(ctx: Context) -> bool:
+    """Inside `with torch.cuda.stream(torch.cuda.Stream()):` (detectron2's metric copies): the
+    block runs on a stream made for it, where nothing else is queued, so a read there does not
+    wait for the step's work on the default stream."""
+    for n in ctx.stack:
+        if not isinstance(n, (ast.With, ast.AsyncWith)):
+            continue
+        for item in n.items:
+            e = item.context_expr
+            if isinstance(e, ast.Call) and ctx.qualname(e.func) == "torch.cuda.stream" and e.args:
+                if any(
+                    isinstance(c, ast.Call) and ctx.qualname(c.func) == "torch.cuda.Stream"
+                    for c in ast.walk(e.args[0])
+                ):
+                    return True
+    return False
+
+
+def _synchronizes(ctx: Context, func: ast.Name) -> bool:
+    """`synchronize()`: a function of this source, of an earlier cell or of the kernel that calls
+    `torch.cuda.synchronize`."""
+    fn = ctx.origin(func)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if func.id in ctx.notes.get(_SYNCHRONIZERS, ()):
+            return True
+        fn = live_function(ctx, func.id) if ctx.origin(func) is None else None
+    return fn is not None and _calls_synchronize(ctx, fn)
+
+
+def _calls_synchronize(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(
+        isinstance(n, ast.Call) and ctx.qualname(n.func) == "torch.cuda.synchronize" for n in ast.walk(fn)
+    )
+
+
+def _note_synchronizers(ctx: Context, tree: ast.Module) -> None:
+    """For the next cells of a notebook: which of this cell's functions synchronize."""
+    if not ctx.feeds_later_cells:
+        return
+    known = ctx.notes.setdefault(_SYNCHRONIZERS, {})
+    for fn in tree.body:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _calls_synchronize(ctx, fn):
+            known[fn.name] = True
 
 
 def _times_next(ctx: Context, call: ast.Call) -> bool:
@@ -3250,6 +3314,14 @@ def _is_diagnostic(call: ast.Call) -> bool:
         return True
     owner = (terminal_name(call.func.value) or "").lower()
     return call.func.attr in _LOG_METHODS and ("log" in owner or owner == "warnings")
+
+
+def _writes_a_summary(call: ast.Call) -> bool:
+    """`writer.add_scalar(...)`, `self.sw.add_histogram(...)`: a TensorBoard summary writer."""
+    if not isinstance(call.func, ast.Attribute) or not call.func.attr.startswith("add_"):
+        return False
+    owner = (terminal_name(call.func.value) or "").lower()
+    return "writer" in owner or owner in ("sw", "tb", "tb_writer", "summary")
 
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical"})
