@@ -220,9 +220,7 @@ def _call_root(func: ast.AST) -> str | None:
 
 def _only_side_effects(ctx: Context, body: list[ast.stmt], tensor: ast.AST) -> bool:
     """The body draws, plots, prints or writes files per item and changes no tensor: nothing to
-    vectorise (when the tensor is not on an accelerator, where each read would also sync)."""
-    if where(ctx, tensor) == ACCELERATOR:
-        return False
+    vectorise (on an accelerator, each item's copy out is TM301's to report)."""
     effect = False
     for stmt in body:
         for sub in ast.walk(stmt):
@@ -233,6 +231,8 @@ def _only_side_effects(ctx: Context, body: list[ast.stmt], tensor: ast.AST) -> b
             if isinstance(sub, ast.Call):
                 f = sub.func
                 name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+                if name in ("append", "extend", "insert"):
+                    continue  # `out.append(torch.stack(...))`: a list being built, not a file
                 if (
                     name in _EFFECT_FUNCS
                     or _call_root(f) in _EFFECT_ROOTS

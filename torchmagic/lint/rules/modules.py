@@ -3197,6 +3197,19 @@ def _grad_scope(ctx: Context) -> ast.AST | None:
     return scope if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)) else None
 
 
+def _a_draw(ctx: Context, expr: ast.AST) -> bool:
+    """`density.sample()`, or a name of this function bound to one: a draw from a
+    distribution, which torch.distributions makes without a graph."""
+    if isinstance(expr, ast.Name):
+        origin = ctx.origin(expr)
+        expr = origin if origin is not None else expr
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in ("sample", "sample_n")
+    )
+
+
 def built_without_grad(ctx: Context, expr: ast.AST) -> bool:
     """`out = self.latent(batch)` inside `with torch.no_grad():`, then `img = out["recon"]` and
     `img.detach()`: a value computed with gradients off has no graph, so the detach cuts
@@ -4024,6 +4037,8 @@ def detach_in_forward(node: ast.AST, ctx: Context) -> None:
         return  # a loss's stop-gradient picks which side learns (targets, teachers, memory banks)
     if _leaves_for_python(ctx, node) or integer_tensor(ctx, expr) or _stability_shift(ctx, node, expr):
         return  # nothing that carries a gradient is cut
+    if _a_draw(ctx, expr):
+        return  # `dist.sample().detach()`: `sample()` draws without a graph (`rsample()` keeps one)
     if _inference_return(ctx, node) or _ground_truth(ctx, expr) or built_without_grad(ctx, expr):
         return
     if _running_statistics(ctx, node):
