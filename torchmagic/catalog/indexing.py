@@ -37,9 +37,10 @@ RULES = [
             it (`obs[step] = next_obs` ... `next_obs, r, done, info = envs.step(action)`; a counter
             `k += 1` does not count)
             and loops that carry state across iterations (`taken[j] = 1` read again: greedy
-            matching); bodies that only draw, plot, print, show or write files per item while the tensor
-            is not on an accelerator (PIL boxes, figures, `display(Audio(a))`, a function named for the
-            effect: `audio_write`, `save_audio`, `show_images`); a loop whose body tests that each element
+            matching); bodies that only draw, plot, print, show, log or write files per item, on the host or an
+            accelerator (PIL boxes, figures, `display(Audio(a))`, `sw.add_figure(..., plot(x[i].cpu()))`,
+            a function named for the effect: `audio_write`, `save_audio`, `show_images`; each item's
+            copy out of an accelerator is TM301's to report; appending to a list is no such effect); a loop whose body tests that each element
             is a Python container (`assert isinstance(fmap, list)`); `range(K)` with a literal `K <= 32`;
             a loop over the distinct values of `torch.unique(x)` (a name bound to it too: one pass per group,
             each over a masked subset of its own size, a stratified loss); over the first few entries, `x[:k]` with

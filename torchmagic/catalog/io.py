@@ -41,7 +41,10 @@ RULES = [
         not_flagged="""
             `state_dict()`, dicts of state dicts and numbers (checkpoints), tensors, objects of other
             classes (a vocabulary), parameters of generic helpers (`save(obj, path)`, `model_state`),
-            and a parameter the file passes a state dict for (`save_model(model.state_dict(), p)`)
+            and a parameter the file passes a state dict for (`save_model(model.state_dict(), p)`);
+            a whole module saved beside its own weights (another `torch.save` of the same function
+            writes `model.state_dict()`, alone or in a checkpoint dict) when nothing in the source
+            loads the module back whole: a convenience copy next to the portable checkpoint
             """,
         autofix="""
             Unsafe. `torch.save(model, f)` becomes `torch.save(model.state_dict(), f)` (and a

@@ -377,7 +377,9 @@ RULES = [
                 return self.head(h)
             """,
         not_flagged="""
-            code outside `forward` and the methods it calls; `torch.no_grad` blocks (TM104 covers those); the ground
+            code outside `forward` and the methods it calls; `torch.no_grad` blocks (TM104 covers those); a draw
+            `dist.sample().detach()` (also through a name bound to it): `sample()` makes no graph, `rsample()` is
+            the one that keeps it; the ground
             truth a loss is handed (`target.data` in `forward(self, output, target)`; also `labels`, `gt_*`), which never
             requires a gradient; `.data` used for
             metadata or as a factory, which stops nothing (`x.data.new(...)`, `x.data.new_zeros(...)`, `x.data.size()`,

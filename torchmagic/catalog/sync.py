@@ -44,7 +44,8 @@ RULES = [
             file=fp)` to a file other than the console, also through names bound from it): the file
             needs them on the host in that pass; a read whose host copy goes, in the same pass, into
             a host library's computation whose result the pass binds and goes on with (`_, ids =
-            index.search(f.cpu().numpy(), 1)`, `csc_matrix.dot(v.cpu().numpy(), r)`, a detokenizer
+            index.search(f.cpu().numpy(), 1)`, `csc_matrix.dot(v.cpu().numpy(), r)`, a function
+            imported from a host library, `total += pesq(16000, ref, deg)`, a detokenizer
             given `tokens=hypo["tokens"].cpu()`; not a method of the class itself, torch or NumPy,
             nor one that stores the value: `append`, `update`, `log_*`): the library needs the
             values now, so the pass waits there in any case; a read that is an argument of a
@@ -54,7 +55,14 @@ RULES = [
             `ax.text(j, i, f"{sim[i, j].item():.3f}")`, which one `.tolist()` before the loop reads); reads in `__init__`,
             `__setstate__`, `__getstate__`, `__reduce__` or `_load_from_state_dict` (once per object
             built or restored, not per step); reads in a loop that calls
-            `input()`, which waits for a person on each pass; reads of the values a `torch.distributed`
+            `input()`, or opens a window that stays until it is closed
+            (`o3d.visualization.draw_geometries`, `cv2.waitKey(0)`, also in a helper of this source): it waits for a person on each pass;
+            reads inside `with torch.cuda.stream(torch.cuda.Stream()):`, a stream made for them where
+            nothing the step queued waits; a timing loop's own barrier (`torch.cuda.synchronize()`,
+            or a helper of this source, an earlier cell or the kernel that calls it, followed by a
+            clock read): every pass waits there on purpose, so the loop's other reads are withdrawn;
+            a read that follows the iteration's first read and waits for nothing new (no GPU work
+            queued in between) is named in that finding's hint, not reported again; reads of the values a `torch.distributed`
             collective filled earlier in the function (`dist.all_gather(sizes, mine)` then
             `[s.item() for s in sizes]`): the first waits for the collective, the rest for nothing,
             and the host needs them to size its buffers; reads already

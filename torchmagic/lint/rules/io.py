@@ -236,9 +236,11 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
     if ctx.kind(obj) in TENSOR_KINDS and not (isinstance(obj, ast.Name) and _module_alias(ctx, obj, 0)):
         return
     if _is_module(ctx, obj):
+        reload = _whole_reload(ctx, obj, call)
+        if reload is None and _weights_saved_beside(ctx, obj, call):
+            return  # the weights are saved too, and nothing here reloads the module whole
         name = unparse_operand(obj, 30)
         hint = f"Save the weights: `torch.save({name}.state_dict(), f)`."
-        reload = _whole_reload(ctx, obj, call)
         if reload is not None:
             hint = f"{hint[:-1]}, and {_reload_advice(ctx, obj, reload)}"
         ctx.flag(
@@ -263,6 +265,31 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
                 fix=_state_dict_fix(ctx, v, call, key=k if is_dict else None),
             )
             return
+
+
+def _weights_saved_beside(ctx: Context, obj: ast.AST, save: ast.Call) -> bool:
+    """Another `torch.save` of the same function (or of the script's top level) writes
+    `<obj>.state_dict()`, alone or in a checkpoint dict: the weights are kept the portable way,
+    and the pickled module beside them is a convenience copy (elektronn3's `model.pt`) when
+    nothing in this source loads it back whole."""
+    scope = next(
+        (n for n in reversed(ctx.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+        ctx.stack[0] if ctx.stack else None,
+    )
+    if scope is None:
+        return False
+    weights = f"{unparse(obj)}.state_dict()"
+    for n in ast.walk(scope):
+        if not (
+            isinstance(n, ast.Call) and n is not save and n.args and ctx.qualname(n.func) == "torch.save"
+        ):
+            continue
+        saved = n.args[0]
+        if isinstance(saved, ast.Name):  # `save_dict = {"model_state_dict": model.state_dict(), ...}`
+            saved = ctx.origin(saved) or saved
+        if any(isinstance(m, ast.Call) and unparse(m) == weights for m in ast.walk(saved)):
+            return True
+    return False
 
 
 def _whole_reload(ctx: Context, obj: ast.AST, save: ast.Call) -> ast.Assign | None:
