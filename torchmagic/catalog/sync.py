@@ -62,7 +62,8 @@ RULES = [
             or a helper of this source, an earlier cell or the kernel that calls it, followed by a
             clock read): every pass waits there on purpose, so the loop's other reads are withdrawn;
             a read that follows the iteration's first read and waits for nothing new (no GPU work
-            queued in between) is named in that finding's hint, not reported again; reads of the values a `torch.distributed`
+            queued in between) is named in that finding's hint, not reported again (a comprehension
+            right after a read too: `loss = loss.item()` then `[c.item() for c in parts]`); reads of the values a `torch.distributed`
             collective filled earlier in the function (`dist.all_gather(sizes, mine)` then
             `[s.item() for s in sizes]`): the first waits for the collective, the rest for nothing,
             and the host needs them to size its buffers; reads already

@@ -1459,7 +1459,7 @@ def _rebinds(node: ast.AST) -> set[str]:
     return out
 
 
-def _before_in_iteration(ctx: Context, loop: ast.AST) -> list[ast.AST] | None:
+def _before_in_iteration(ctx: Context, loop: ast.AST | None) -> list[ast.AST] | None:
     """What always runs before the node being checked in the same iteration of `loop`, in
     order: the earlier statements of each enclosing block (a `with` block's statements one by
     one) and the tests of the enclosing `if`s. None where that order is not known (a
@@ -1498,6 +1498,15 @@ def _before_in_iteration(ctx: Context, loop: ast.AST) -> list[ast.AST] | None:
             for item in child.items:
                 run(item.context_expr)
     return order
+
+
+def _statement_loop(ctx: Context) -> ast.AST | None:
+    """Around a comprehension, the statement loop or function it runs in: what runs before the
+    comprehension's statement there (`loss = loss.item()` then `[c.item() for c in parts]`)."""
+    for n in reversed(ctx.stack):
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)):
+            return n
+    return None
 
 
 def _read_earlier_in_iteration(ctx: Context, before: list[ast.AST], keys: set[str]) -> bool:
@@ -2247,7 +2256,7 @@ def sync_in_loop(call: ast.Call | LoopInfo | ast.Module, ctx: Context) -> None:
         # `if i == 0:` runs once; `if step % N == 0:` is the advice itself, already followed
         return
     if value is not None:
-        before = _before_in_iteration(ctx, loop)
+        before = _before_in_iteration(ctx, _statement_loop(ctx) if isinstance(loop, COMPREHENSIONS) else loop)
         keys = _read_keys(ctx, value)
         if before is not None and (
             _read_earlier_in_iteration(ctx, before, keys) or _right_after_a_read(ctx, before, value, keys)
