@@ -32,7 +32,9 @@ RULES = [
             `x.cuda() if use_cuda else x`): such code already runs on a machine without a GPU; `.cuda(rank)`,
             `.cuda(args.gpu)`: one GPU per process, chosen at run time (DDP and RPC trainers); code
             that says it runs on CUDA only (`assert torch.cuda.is_available()`, `assert n_gpus >= 2` with
-            `n_gpus = torch.cuda.device_count()`, `dist.init_process_group("nccl")`, stops without a GPU,
+            `n_gpus = torch.cuda.device_count()`, `dist.init_process_group("nccl")`, a
+            `torch.cuda.set_device(rank)` statement of a function's or the script's own body, not under
+            an `if` (it raises without CUDA), stops without a GPU,
             imports `setGPU` (which picks an NVIDIA GPU as it is imported), imports apex, cupy, pycuda or
             numba.cuda without a fallback, loads a `.cu` extension),
             in the file, the notebook, or (`torchmagic check`) any file of the project around it

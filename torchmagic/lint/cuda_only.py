@@ -32,7 +32,7 @@ _MENTIONS = re.compile(
     _LIBRARY_MENTIONS.pattern
     + r"|assert\s+(torch\.)?cuda\.(is_available|device_count)"
     + r"|not\s+(torch\.)?cuda\.is_available|cuda\.device_count\(\)\s*(==|<)"
-    + r"|device_count\(\)|[\'\"]nccl[\'\"]|\bimport\s+setGPU\b"
+    + r"|device_count\(\)|[\'\"]nccl[\'\"]|\bimport\s+setGPU\b|cuda\.set_device\("
 )
 # the author says so in a comment: "# this code will not run without a compatible NVIDIA GPU",
 # "# the script requires a CUDA GPU". Only statements about the code as a whole: "# AMP needs a
@@ -160,6 +160,8 @@ def _says_cuda_only(node: ast.AST, library_only: bool, counts: frozenset[str] = 
         return bool(_CUDA_PRESENT.match(ast.unparse(node.test))) or _asserts_gpus(node.test, counts)
     if not library_only and isinstance(node, ast.Call) and terminal_name(node.func) == "init_process_group":
         return _nccl(node)
+    if not library_only and isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return any(_sets_a_cuda_device(stmt) for stmt in node.body)
     if isinstance(node, ast.If) and _CUDA_ABSENT.match(ast.unparse(node.test)) and node.body:
         return _stops(node.body[-1])
     if isinstance(node, ast.Import):
@@ -181,6 +183,16 @@ def _says_cuda_only(node: ast.AST, library_only: bool, counts: frozenset[str] = 
                 for c in ast.walk(arg)
             )
     return False
+
+
+def _sets_a_cuda_device(stmt: ast.stmt) -> bool:
+    """`torch.cuda.set_device(rank)` as a statement of its own in a function's (or the script's)
+    body, not under an `if`: that path initialises CUDA and raises without it."""
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and ast.unparse(stmt.value.func) in ("torch.cuda.set_device", "cuda.set_device")
+    )
 
 
 def _cuda_only_library(module: str) -> bool:
