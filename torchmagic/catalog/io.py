@@ -77,7 +77,10 @@ RULES = [
             """,
         not_flagged="""
             a file the same function (or the script's top level) writes with `torch.save(obj, same_path)`:
-            a cache of this code's own, not someone else's pickle; a Lightning checkpoint (the
+            a cache of this code's own, not someone else's pickle; a file an earlier line of the source
+            saves a whole module to (`torch.save(model, name + ".pth")` in `train`, then
+            `torch.load(name + ".pth", weights_only=False)` in `predict`): only the full unpickler loads
+            it, and TM601's finding on that save changes this load with it; a Lightning checkpoint (the
             function reads its `"hyper_parameters"`, or names `"pytorch-lightning_version"`): its
             hyper-parameters are pickled Python objects that the weights-only unpickler refuses,
             and Lightning loads its own checkpoints in full; a load through the author's own

@@ -228,6 +228,9 @@ def _dict_items(ctx: Context, obj: ast.AST) -> list[tuple[str, ast.AST]]:
     return []
 
 
+WHOLE_SAVES = "TM601.whole_saves"  # ctx.notes key: file expressions a whole module is saved to -> line
+
+
 @check("TM601", calls={"save"})
 def save_whole_model(call: ast.Call, ctx: Context) -> None:
     if not call.args or ctx.qualname(call.func) != "torch.save":
@@ -239,6 +242,9 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
         reload = _whole_reload(ctx, obj, call)
         if reload is None and _weights_saved_beside(ctx, obj, call):
             return  # the weights are saved too, and nothing here reloads the module whole
+        target = keyword(call, "f") or (call.args[1] if len(call.args) > 1 else None)
+        if target is not None:
+            ctx.notes.setdefault(WHOLE_SAVES, {})[ast.unparse(target)] = call.lineno
         name = unparse_operand(obj, 30)
         hint = f"Save the weights: `torch.save({name}.state_dict(), f)`."
         if reload is not None:
@@ -406,11 +412,15 @@ def _lightning_checkpoint(ctx: Context) -> bool:
 
 def _written_here(ctx: Context, load: ast.Call) -> bool:
     """`torch.save(dataset, pkl_file)` in the same function (or at the top level) as
-    `torch.load(pkl_file, weights_only=False)`: the file is this code's own cache."""
+    `torch.load(pkl_file, weights_only=False)`: the file is this code's own cache. Also a file
+    an earlier line of this source saves a whole module to (`torch.save(model, name + ".pth")`):
+    only `weights_only=False` loads it, and TM601's finding on that save changes this load too."""
     f = load.args[0] if load.args else keyword(load, "f")
     if f is None:
         return False
     path = ast.unparse(f)
+    if path in ctx.notes.get(WHOLE_SAVES, {}):
+        return True  # a whole module this source saves: TM601 reports the save and names this load
     scope = _load_scope(ctx)
     for sub in ast.walk(scope) if scope is not None else ():
         if isinstance(sub, ast.Call) and ctx.qualname(sub.func) == "torch.save":
