@@ -289,6 +289,28 @@ def _episode_end(ctx: Context, test: ast.AST) -> bool:
     return _flag_name(ctx, test)
 
 
+# words of an iterable that hands out data or steps, not the parts of one step
+_DATA_WORDS = re.compile(r"load|data|batch|sample|iter|stream|env|step|epoch|queue|gen|reader", re.IGNORECASE)
+
+
+def _over_named_parts(loop: ast.For | ast.AsyncFor) -> bool:
+    """`for name in self.saes:`, `for k, v in self.heads.items():`: a walk over named parts the
+    object holds (autoencoders per layer, heads), not over a data source or a range."""
+    it = _unenumerated(loop.iter)
+    if (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Attribute)
+        and it.func.attr in ("items", "keys", "values")
+    ):
+        it = it.func.value
+    return (
+        isinstance(it, ast.Attribute)
+        and isinstance(it.value, ast.Name)
+        and it.value.id == "self"
+        and not _DATA_WORDS.search(it.attr)
+    )
+
+
 def _walks_own_lists(ctx: Context, loop: ast.AST) -> bool:
     """`for i, (voc, audio) in enumerate(zip(kept_voc, kept_audio))`, where each list is one the
     source builds itself (`kept_voc = []` then `.append`): a loop over results kept in memory,
@@ -331,7 +353,7 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
                 and isinstance(loop, (ast.For, ast.AsyncFor))
                 and is_step_loop(loop)
                 and not _walks_own_lists(ctx, loop)
-                and _over_batch_items(ctx, loop)
+                and (_over_batch_items(ctx, loop) or _over_named_parts(loop))
             )
             if not is_step_loop(loop) or (depth > 0 and _walks_own_lists(ctx, loop)) or over_items:
                 # a loop over the model's parameters (or a dict's items, or one batch's items) is
