@@ -2283,7 +2283,7 @@ def sync_in_loop(call: ast.Call | LoopInfo | ast.Module, ctx: Context) -> None:
         if before is not None and (
             _read_earlier_in_iteration(ctx, before, keys) or _right_after_a_read(ctx, before, value, keys)
         ):
-            _join_the_first_read(ctx, call, label)
+            _join_the_first_read(ctx, call, label, before)
             return  # the first read of the iteration is the finding
         if before is not None and (
             _waits_earlier_for_a_shape(ctx, before)
@@ -2366,14 +2366,19 @@ def _record_given(ctx: Context, given: Finding | None) -> None:
 _FOLLOWERS = "TM301.followers"  # LoopInfo.facts: the first read's finding, and the reads after it
 
 
-def _join_the_first_read(ctx: Context, call: ast.Call, label: str) -> None:
+def _join_the_first_read(ctx: Context, call: ast.Call, label: str, before: list[ast.AST]) -> None:
     """A read that waits for nothing new goes with the iteration's first read: that finding's
-    fix names it, so fixing the first read does not just move the finding to the next line."""
+    fix names it, so fixing the first read does not just move the finding to the next line.
+    Only a finding on what runs before it in the same iteration (`before`) is that read."""
     info = ctx.loops[-1]
     given = info.facts.get(_GIVEN)
-    if not given or given[-1].line is None or given[-1].line > call.lineno:
+    if not given or given[-1].line is None:
         return
     first = given[-1]
+    if not any(
+        getattr(n, "lineno", 0) <= first.line <= (getattr(n, "end_lineno", None) or 0) for n in before
+    ):
+        return
     first_hint, followers = info.facts.get(_FOLLOWERS, {}).get(id(first), (first.hint, []))
     followers = [*followers, f"line {call.lineno} `{label}`"]
     shown = ", ".join(followers[:4]) + (f" and {len(followers) - 4} more" if len(followers) > 4 else "")
