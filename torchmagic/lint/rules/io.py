@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 
 from ...report import Fix
 from ..context import Context
@@ -242,7 +243,7 @@ def save_whole_model(call: ast.Call, ctx: Context) -> None:
         reload = _whole_reload(ctx, obj, call)
         if reload is None and _weights_saved_beside(ctx, obj, call):
             return  # the weights are saved too, and nothing here reloads the module whole
-        target = keyword(call, "f") or (call.args[1] if len(call.args) > 1 else None)
+        target = _saved_to(call)
         if target is not None:
             ctx.notes.setdefault(WHOLE_SAVES, {})[ast.unparse(target)] = call.lineno
         name = unparse_operand(obj, 30)
@@ -278,17 +279,9 @@ def _weights_saved_beside(ctx: Context, obj: ast.AST, save: ast.Call) -> bool:
     `<obj>.state_dict()`, alone or in a checkpoint dict: the weights are kept the portable way,
     and the pickled module beside them is a convenience copy (elektronn3's `model.pt`) when
     nothing in this source loads it back whole."""
-    scope = next(
-        (n for n in reversed(ctx.stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
-        ctx.stack[0] if ctx.stack else None,
-    )
-    if scope is None:
-        return False
     weights = f"{unparse(obj)}.state_dict()"
-    for n in ast.walk(scope):
-        if not (
-            isinstance(n, ast.Call) and n is not save and n.args and ctx.qualname(n.func) == "torch.save"
-        ):
+    for n in _saves_in(ctx, _scope_around(ctx)):
+        if n is save or not n.args:
             continue
         saved = n.args[0]
         if isinstance(saved, ast.Name):  # `save_dict = {"model_state_dict": model.state_dict(), ...}`
@@ -306,7 +299,7 @@ def _whole_reload(ctx: Context, obj: ast.AST, save: ast.Call) -> ast.Assign | No
     if tree is None:
         return None
     saved = obj.id if isinstance(obj, ast.Name) else None
-    target = keyword(save, "f") or (save.args[1] if len(save.args) > 1 else None)
+    target = _saved_to(save)
     dest = unparse(target) if target is not None else None
     found = []
     for n in ast.walk(tree):
@@ -318,7 +311,7 @@ def _whole_reload(ctx: Context, obj: ast.AST, save: ast.Call) -> ast.Assign | No
             and ctx.qualname(n.value.func) == "torch.load"
         ):
             continue
-        source = keyword(n.value, "f") or (n.value.args[0] if n.value.args else None)
+        source = _loaded_from(n.value)
         if n.targets[0].id == saved or (dest is not None and source is not None and unparse(source) == dest):
             found.append(n)
     return min(found, key=lambda n: n.lineno) if found else None
@@ -395,16 +388,33 @@ def unsafe_load(call: ast.Call, ctx: Context) -> None:
 _LIGHTNING_KEYS = frozenset({"hyper_parameters", "pytorch-lightning_version", "hparams_name"})
 
 
-def _load_scope(ctx: Context) -> ast.AST | None:
-    """The function around the load, or the whole source at its top level."""
+def _scope_around(ctx: Context) -> ast.AST | None:
+    """The function around the save or load, or the whole source at its top level."""
     return ctx.enclosing_function() or (ctx.stack[0] if ctx.stack else None)
+
+
+def _saves_in(ctx: Context, scope: ast.AST | None) -> Iterator[ast.Call]:
+    """The `torch.save(...)` calls anywhere under `scope`."""
+    for n in ast.walk(scope) if scope is not None else ():
+        if isinstance(n, ast.Call) and ctx.qualname(n.func) == "torch.save":
+            yield n
+
+
+def _saved_to(save: ast.Call) -> ast.AST | None:
+    """The file argument of `torch.save(obj, f)`."""
+    return keyword(save, "f") or (save.args[1] if len(save.args) > 1 else None)
+
+
+def _loaded_from(load: ast.Call) -> ast.AST | None:
+    """The file argument of `torch.load(f, ...)`."""
+    return keyword(load, "f") or (load.args[0] if load.args else None)
 
 
 def _lightning_checkpoint(ctx: Context) -> bool:
     """`ckpt = torch.load(path, weights_only=False)` and then `ckpt["hyper_parameters"]` in the
     same function: a Lightning checkpoint, whose hyper-parameters (config objects, classes)
     the weights-only unpickler refuses, and which Lightning itself loads in full."""
-    scope = _load_scope(ctx)
+    scope = _scope_around(ctx)
     return scope is not None and any(
         isinstance(sub, ast.Constant) and sub.value in _LIGHTNING_KEYS for sub in ast.walk(scope)
     )
@@ -415,18 +425,16 @@ def _written_here(ctx: Context, load: ast.Call) -> bool:
     `torch.load(pkl_file, weights_only=False)`: the file is this code's own cache. Also a file
     an earlier line of this source saves a whole module to (`torch.save(model, name + ".pth")`):
     only `weights_only=False` loads it, and TM601's finding on that save changes this load too."""
-    f = load.args[0] if load.args else keyword(load, "f")
+    f = _loaded_from(load)
     if f is None:
         return False
     path = ast.unparse(f)
     if path in ctx.notes.get(WHOLE_SAVES, {}):
         return True  # a whole module this source saves: TM601 reports the save and names this load
-    scope = _load_scope(ctx)
-    for sub in ast.walk(scope) if scope is not None else ():
-        if isinstance(sub, ast.Call) and ctx.qualname(sub.func) == "torch.save":
-            target = sub.args[1] if len(sub.args) > 1 else keyword(sub, "f")
-            if target is not None and ast.unparse(target) == path:
-                return True
+    for save in _saves_in(ctx, _scope_around(ctx)):
+        target = _saved_to(save)
+        if target is not None and ast.unparse(target) == path:
+            return True
     return False
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -2014,7 +2015,7 @@ _KEEPERS = frozenset({"append", "extend", "insert", "add", "update", "put", "wri
 
 # packages whose functions may compute on the device: their results are no host library's
 _DEVICE_LIBRARIES = frozenset(
-    {"torch", "torchvision", "torchaudio", "torchmetrics", "numpy", "math", "builtins", "jax", "cupy"}
+    {"torch", "torchvision", "torchaudio", "torchmetrics", "numpy", "np", "math", "builtins", "jax", "cupy"}
 )
 
 
@@ -2037,7 +2038,7 @@ def _host_library_call(ctx: Context, call: ast.Call, bound: frozenset[int]) -> b
     if root is None or root == "self":
         return False
     qual = ctx.qualname(func) or ""
-    if qual.split(".")[0] in ("torch", "numpy", "np", "math", "builtins"):
+    if qual.split(".")[0] in _DEVICE_LIBRARIES:
         return False
     return ctx.kind(func.value) is None
 
@@ -2076,21 +2077,39 @@ def _computed_with_on_the_host(ctx: Context, loop: ast.AST, call: ast.Call) -> b
     )
 
 
-def _waits_for_a_person(ctx: Context, loop: ast.AST) -> bool:
-    """The loop waits for someone on each pass: it reads the keyboard (`input(...)`), opens a
-    window that stays until it is closed (`o3d.visualization.draw_geometries`, `cv2.waitKey(0)`),
-    or calls a function of this source that does. An interactive loop, not a hot path."""
-    for n in ast.walk(loop):
-        if not isinstance(n, ast.Call):
-            continue
-        if _blocks_for_a_person(ctx, n):
-            return True
-        fn = ctx.origin(n.func) if isinstance(n.func, ast.Name) else None
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-            isinstance(m, ast.Call) and _blocks_for_a_person(ctx, m) for m in ast.walk(fn)
-        ):
-            return True
-    return False
+def _waits_for_a_person(ctx: Context) -> bool:
+    """The innermost loop waits for someone on each pass: it reads the keyboard (`input(...)`),
+    opens a window that stays until it is closed (`o3d.visualization.draw_geometries`,
+    `cv2.waitKey(0)`), or calls a function of this source that does. An interactive loop, not a
+    hot path. Worked out once per loop, not once per read in it."""
+    info = ctx.loops[-1]
+    if _WAITS_FOR_A_PERSON not in info.facts:
+        blocks = functools.partial(_blocks_for_a_person, ctx)
+        info.facts[_WAITS_FOR_A_PERSON] = any(
+            isinstance(n, ast.Call) and (blocks(n) or _helper_that(ctx, n, blocks))
+            for n in ast.walk(info.node)
+        )
+    return info.facts[_WAITS_FOR_A_PERSON]
+
+
+_WAITS_FOR_A_PERSON = "TM301.waits_for_a_person"  # LoopInfo.facts: `_waits_for_a_person`, once per loop
+
+
+def _helper_of_this_source(ctx: Context, func: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The definition of the function a plain name calls, where this source defines it."""
+    fn = ctx.origin(func) if isinstance(func, ast.Name) else None
+    return fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _makes_a_call(fn: ast.AST, matches: Callable[[ast.Call], bool]) -> bool:
+    return any(isinstance(n, ast.Call) and matches(n) for n in ast.walk(fn))
+
+
+def _helper_that(ctx: Context, call: ast.Call, matches: Callable[[ast.Call], bool]) -> bool:
+    """`display_open3d(...)`: a call of a function of this source whose body makes a call that
+    `matches` (draws, opens a window, synchronizes)."""
+    fn = _helper_of_this_source(ctx, call.func)
+    return fn is not None and _makes_a_call(fn, matches)
 
 
 def _blocks_for_a_person(ctx: Context, call: ast.Call) -> bool:
@@ -2132,15 +2151,12 @@ def _drawn_each_pass(ctx: Context, call: ast.Call) -> bool:
 def _draws(ctx: Context, call: ast.Call) -> bool:
     """`display_open3d(src.cpu().numpy(), ...)`: a function of this source that draws what it is
     given (`o3d.visualization.draw_geometries`, `plt.imshow`, `cv2.imshow`)."""
-    if not isinstance(call.func, ast.Name):
-        return False
-    fn = ctx.origin(call.func)
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    return any(
-        isinstance(n, ast.Call)
-        and (root_name(n.func) in _PLOT_ROOTS or (ctx.qualname(n.func) or "").startswith(_DRAWING_MODULES))
-        for n in ast.walk(fn)
+    return _helper_that(
+        ctx,
+        call,
+        lambda n: (
+            root_name(n.func) in _PLOT_ROOTS or (ctx.qualname(n.func) or "").startswith(_DRAWING_MODULES)
+        ),
     )
 
 
@@ -2204,7 +2220,7 @@ def sync_in_loop(call: ast.Call | LoopInfo | ast.Module, ctx: Context) -> None:
         return  # `[k.tolist() for k in torch.where(mask)]`: one index tensor per dimension, already waited for
     if _converted_by_type(ctx, call):
         return  # `[s.item() if isinstance(s, Tensor) else s for s in splits]`: the Python values an API takes
-    if _waits_for_a_person(ctx, loop):
+    if _waits_for_a_person(ctx):
         return  # `while True: text = input(...)`: each pass waits for someone typing, not the GPU
     if _drawn_each_pass(ctx, call):
         return  # `plt.plot(acts[:, i].cpu().numpy(), ...)` per panel: the figure needs the values
@@ -2539,18 +2555,17 @@ def _on_a_fresh_stream(ctx: Context) -> bool:
 def _synchronizes(ctx: Context, func: ast.Name) -> bool:
     """`synchronize()`: a function of this source, of an earlier cell or of the kernel that calls
     `torch.cuda.synchronize`."""
-    fn = ctx.origin(func)
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if ctx.origin(func) is None:  # not bound in this source: an earlier cell's or the kernel's
         if func.id in ctx.notes.get(_SYNCHRONIZERS, ()):
             return True
-        fn = live_function(ctx, func.id) if ctx.origin(func) is None else None
+        fn = live_function(ctx, func.id)
+    else:
+        fn = _helper_of_this_source(ctx, func)
     return fn is not None and _calls_synchronize(ctx, fn)
 
 
 def _calls_synchronize(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    return any(
-        isinstance(n, ast.Call) and ctx.qualname(n.func) == "torch.cuda.synchronize" for n in ast.walk(fn)
-    )
+    return _makes_a_call(fn, lambda n: ctx.qualname(n.func) == "torch.cuda.synchronize")
 
 
 def _note_synchronizers(ctx: Context, tree: ast.Module) -> None:
