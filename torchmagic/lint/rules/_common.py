@@ -8,6 +8,7 @@ import re
 import textwrap
 import types
 from collections.abc import Callable
+from typing import Any
 
 from ..context import Context
 from ..kinds import DEVICE, TENSOR_KINDS
@@ -146,6 +147,19 @@ def is_cuda_move(ctx: Context, call: ast.Call) -> bool:
         low = target.id.lower()
         return "cuda" in low or "gpu" in low or "device" in low or low == "dev"
     return False
+
+
+def note_cell_functions(
+    ctx: Context, tree: ast.Module, key: str, summary: Callable[[ast.FunctionDef | ast.AsyncFunctionDef], Any]
+) -> None:
+    """For the next cells of a notebook (`Context.notes[key]`): `summary` of each function this
+    cell defines at its top level, by name; a later definition replaces an earlier one."""
+    if not ctx.feeds_later_cells:
+        return
+    known = ctx.notes.setdefault(key, {})
+    for fn in tree.body:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            known[fn.name] = summary(fn)
 
 
 def word_of(node: ast.AST, strings: bool = False) -> str:

@@ -48,6 +48,7 @@ from ._common import (
     chain_root,
     live_function,
     name_like,
+    note_cell_functions,
     packed_sequence,
     receiver,
     root_name,
@@ -335,7 +336,7 @@ def _mutates(ctx: Context, stmt: ast.AST) -> bool:
 @check("TM402", nodes=(ast.With,), finish=True)
 def prefer_inference_mode(node: ast.With | ast.Module, ctx: Context) -> None:
     if isinstance(node, ast.Module):
-        _note_in_place_functions(ctx, node)
+        note_cell_functions(ctx, node, IN_PLACE_NOTES, lambda fn: _params_changed_in_place(ctx, fn))
         return
     item = next((i for i in node.items if ctx.qualname(_func(i.context_expr)) == "torch.no_grad"), None)
     if item is None or ctx.in_module_method or _in_a_class_with_a_forward(ctx):
@@ -693,16 +694,6 @@ def _changes_in_place(ctx: Context, tree: ast.AST, names: set[str], depth: int) 
                 if root_name(a) in names and ((params[i] if i < len(params) else str(i)) in changed):
                     return True
     return False
-
-
-def _note_in_place_functions(ctx: Context, tree: ast.Module) -> None:
-    """For the next cells of a notebook: which parameters this cell's functions change in place."""
-    if not ctx.feeds_later_cells:
-        return
-    known = ctx.notes.setdefault(IN_PLACE_NOTES, {})
-    for fn in tree.body:
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            known[fn.name] = _params_changed_in_place(ctx, fn)
 
 
 IN_PLACE_NOTES = "TM402.in_place"  # ctx.notes key: module-level function -> parameters it changes in place
@@ -2332,20 +2323,10 @@ def _live_summary(ctx: Context, name: str) -> dict[str, list[str]] | None:
     return _fn_summary(ctx, fn) if fn is not None else None
 
 
-def _note_functions(ctx: Context, tree: ast.Module) -> None:
-    """For the next cells of a notebook: what this cell's functions call with gradients on."""
-    if not ctx.feeds_later_cells:
-        return
-    known = ctx.notes.setdefault(NOTES, {})
-    for fn in tree.body:
-        if isinstance(fn, _FN_NODES[:2]):
-            known[fn.name] = _fn_summary(ctx, fn)
-
-
 @check("TM408", loops=True, finish=True)
 def eval_without_no_grad(loop: LoopInfo | ast.Module, ctx: Context) -> None:
     if isinstance(loop, ast.Module):
-        _note_functions(ctx, loop)
+        note_cell_functions(ctx, loop, NOTES, lambda fn: _fn_summary(ctx, fn))  # what they run with grad on
         return
     node = loop.node
     if not isinstance(node, LOOPS) or ctx.in_forward:

@@ -70,6 +70,7 @@ from ._common import (
     live_function,
     move_target,
     name_like,
+    note_cell_functions,
     over_unique_groups,
     root_name,
     unparse,
@@ -2195,7 +2196,7 @@ def _written_out_each_pass(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
 @check("TM301", calls=_SYNC_METHODS | {"synchronize", "print"}, loops=True, finish=True)
 def sync_in_loop(call: ast.Call | LoopInfo | ast.Module, ctx: Context) -> None:
     if isinstance(call, ast.Module):
-        _note_synchronizers(ctx, call)
+        note_cell_functions(ctx, call, _SYNCHRONIZERS, lambda fn: _calls_synchronize(ctx, fn))
         return
     if isinstance(call, LoopInfo):
         _withdraw_where_the_host_waits(ctx, call)
@@ -2556,7 +2557,7 @@ def _synchronizes(ctx: Context, func: ast.Name) -> bool:
     """`synchronize()`: a function of this source, of an earlier cell or of the kernel that calls
     `torch.cuda.synchronize`."""
     if ctx.origin(func) is None:  # not bound in this source: an earlier cell's or the kernel's
-        if func.id in ctx.notes.get(_SYNCHRONIZERS, ()):
+        if ctx.notes.get(_SYNCHRONIZERS, {}).get(func.id):
             return True
         fn = live_function(ctx, func.id)
     else:
@@ -2566,16 +2567,6 @@ def _synchronizes(ctx: Context, func: ast.Name) -> bool:
 
 def _calls_synchronize(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return _makes_a_call(fn, lambda n: ctx.qualname(n.func) == "torch.cuda.synchronize")
-
-
-def _note_synchronizers(ctx: Context, tree: ast.Module) -> None:
-    """For the next cells of a notebook: which of this cell's functions synchronize."""
-    if not ctx.feeds_later_cells:
-        return
-    known = ctx.notes.setdefault(_SYNCHRONIZERS, {})
-    for fn in tree.body:
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _calls_synchronize(ctx, fn):
-            known[fn.name] = True
 
 
 def _times_next(ctx: Context, call: ast.Call) -> bool:
