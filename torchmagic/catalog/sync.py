@@ -36,7 +36,9 @@ RULES = [
             print(total.item())          # one sync, after the loop
             """,
         not_flagged="""
-            the same calls outside loops; `.item()` on an obvious Python number; reads in a
+            the same calls outside loops; `.item()` on an obvious Python number; `.cpu()` of a module
+            (`member.cpu()` where the code calls `member.eval()`, `deepcopy(model.eval()).cpu()`): an
+            ensemble member offloaded to free the GPU, not a value read out; reads in a
             Dataset's `__getitem__` or a collate function, on tensors not moved to an accelerator
             there (the dataset's CPU tensors); a read whose values
             are written to a file in the same pass (`save_image(img.cpu(), f"{i}.png")`,

@@ -18,7 +18,7 @@ from ._flow import module_node
 # builders whose result is a module although the linter cannot see its class
 _MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "torch.hub.load")
 # methods only a module has: a name they are called on holds one
-_MODULE_ONLY = frozenset(
+MODULE_ONLY = frozenset(
     {
         "parameters",
         "named_parameters",
@@ -52,7 +52,7 @@ _NOT_A_MODEL = (
 )
 
 
-def _used_as_module(ctx: Context, name: str) -> bool:
+def used_as_module(ctx: Context, name: str) -> bool:
     """`name.parameters()`, `name.train()`, ... in the function that binds it, or anywhere in
     the file for a module-level name."""
     fn = ctx.frame.node
@@ -64,7 +64,7 @@ def _used_as_module(ctx: Context, name: str) -> bool:
         if (
             isinstance(sub, ast.Call)
             and isinstance(sub.func, ast.Attribute)
-            and sub.func.attr in _MODULE_ONLY
+            and sub.func.attr in MODULE_ONLY
             and isinstance(sub.func.value, ast.Name)
             and sub.func.value.id == name
         ):
@@ -124,7 +124,7 @@ def _is_module(ctx: Context, obj: ast.AST, depth: int = 0) -> bool:
         and origin.func.attr == "state_dict"
     ):
         return False
-    return _used_as_module(ctx, obj.id) or (depth == 0 and _model_parameter(ctx, obj.id))
+    return used_as_module(ctx, obj.id) or (depth == 0 and _model_parameter(ctx, obj.id))
 
 
 # class names of objects that have `load_state_dict` and are not modules

@@ -62,7 +62,7 @@ from ..nodes import (
 )
 from ..registry import check
 from ..walker import is_step_loop
-from . import devices
+from . import devices, io
 from ._common import (
     declared_options,
     format_template,
@@ -2270,6 +2270,8 @@ def sync_in_loop(call: ast.Call | LoopInfo | ast.Module, ctx: Context) -> None:
                 return  # also pandas/numpy methods: only flagged on known tensors
             if isinstance(func.value, ast.Constant):
                 return
+            if func.attr == "cpu" and _a_module(ctx, func.value):
+                return  # `model.cpu()`: a module offloaded to free the GPU, not a value read out
             value = func.value
             label = f"{unparse_operand(func.value, 40)}.{func.attr}()"
         else:
@@ -2533,6 +2535,18 @@ _CLOCKS = frozenset({"time", "perf_counter", "monotonic", "process_time", "perf_
 
 
 _SYNCHRONIZERS = "TM301.synchronizers"  # ctx.notes key: module-level functions that synchronize
+
+
+def _a_module(ctx: Context, value: ast.AST) -> bool:
+    """`model.eval().cpu()`, `deepcopy(model.eval()).cpu()`, or `model.cpu()` where the function
+    calls `model.eval()` (or `.parameters()`, `.train()`, ...): a module, which only modules
+    answer to, not a tensor."""
+    if any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in io.MODULE_ONLY
+        for n in ast.walk(value)
+    ):
+        return True
+    return isinstance(value, ast.Name) and io.used_as_module(ctx, value.id)
 
 
 def _on_a_fresh_stream(ctx: Context) -> bool:
