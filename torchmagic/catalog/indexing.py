@@ -27,7 +27,9 @@ RULES = [
             """,
         fix="out = x.max(dim=1).values      # or broadcasting, gather, torch.where",
         not_flagged="""
-            loops over batches from a DataLoader, epochs, layers; a loop in the branch where an
+            loops over batches from a DataLoader, epochs, layers; a sweep over a setting, where each
+            element only goes, as a Python number, into a call that runs a whole computation for it
+            (`for z in z_scan: system.measure_at_z(field, z.item())`); a loop in the branch where an
             `isinstance` test says the name holds a Python container (`if isinstance(data, (list,
             tuple)): for d in data:`, whatever its annotation says; all rules read names this
             way); bodies that run a model or

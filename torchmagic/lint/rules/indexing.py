@@ -317,7 +317,7 @@ def _fills_device_tensor(ctx: Context, body: list[ast.stmt], var: str) -> ast.AS
 def python_loop_over_tensor(node: ast.For, ctx: Context) -> None:
     it = node.iter
     if ctx.is_tensor(it) and not isinstance(it, ast.Call):
-        if _calls_a_module(ctx, node.body) or _recurrence(node.body):
+        if _calls_a_module(ctx, node.body) or _recurrence(node.body) or _sweeps_a_setting(ctx, node):
             return
         if (
             over_unique_groups(ctx, it)
@@ -530,6 +530,39 @@ def _reads_only_metadata(loop: ast.For) -> bool:
             continue
         return False
     return True
+
+
+def _sweeps_a_setting(ctx: Context, loop: ast.For) -> bool:
+    """`for z in z_scan: out = system.measure_at_z(field, z.item())`: each element is handed, as a
+    Python number, to a call that runs a whole computation for it (a sweep over a setting);
+    no tensor operation over the elements replaces those runs."""
+    if not isinstance(loop.target, ast.Name):
+        return False
+    name = loop.target.id
+    handed = 0
+    for sub in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+        if not isinstance(sub, ast.Call) or (ctx.qualname(sub.func) or "").startswith("torch."):
+            continue
+        for arg in [*sub.args, *(k.value for k in sub.keywords)]:
+            if _as_a_number(arg, name):
+                handed += 1
+    uses = sum(isinstance(n, ast.Name) and n.id == name for s in loop.body for n in ast.walk(s))
+    return handed > 0 and handed == uses
+
+
+def _as_a_number(node: ast.AST, name: str) -> bool:
+    """`z.item()`, `float(z)`, `int(z)` of the loop variable `name`."""
+    if not isinstance(node, ast.Call):
+        return False
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args:
+        return isinstance(node.func.value, ast.Name) and node.func.value.id == name
+    return (
+        isinstance(node.func, ast.Name)
+        and node.func.id in ("float", "int")
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id == name
+    )
 
 
 def _only_converts(loop: ast.For) -> bool:
