@@ -543,6 +543,8 @@ def _sweeps_a_setting(ctx: Context, loop: ast.For) -> bool:
     for sub in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
         if not isinstance(sub, ast.Call) or (ctx.qualname(sub.func) or "").startswith("torch."):
             continue
+        if isinstance(sub.func, ast.Attribute) and ctx.is_tensor(sub.func.value):
+            continue  # `scores.pow(level.item())`: tensor work per element, which one op replaces
         for arg in [*sub.args, *(k.value for k in sub.keywords)]:
             if _as_a_number(arg, name):
                 handed += 1
