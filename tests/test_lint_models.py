@@ -221,6 +221,43 @@ def test_TM102_new_tensor_hint_follows_the_parameters() -> None:
     assert "`.to(x.device)`" in f.hint, f.hint
 
 
+def test_TM102_trainer_forward_follows_its_own_buffer() -> None:
+    """A module whose forward is a whole training step (it draws its own batches, back-propagates
+    and steps its optimizer) has no input to follow: the hint names a tensor of its own."""
+    code = (
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "class Fitter(nn.Module):\n"
+        "    def __init__(self, net, loader):\n"
+        "        super().__init__()\n"
+        "        self.net = net\n"
+        "        self.batches = iter(loader)\n"
+        "        self.opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "        self.register_buffer('step_count', torch.zeros(()))\n"
+        "    def forward(self):\n"
+        "        xb, yb = next(self.batches)\n"
+        "        xb, yb = xb.cuda(), yb.cuda()\n"
+        "        loss = nn.functional.mse_loss(self.net(xb), yb)\n"
+        "        loss.backward()\n"
+        "        self.opt.step()\n"
+        "        self.opt.zero_grad()\n"
+        "        self.step_count += 1\n"
+    )
+    (f,) = check_source(code, select=["TM102"])
+    assert f.line == 12
+    assert "hardcodes the device of a trainer" in f.message and "whole training step" in f.message, f.message
+    assert "`.to(self.step_count.device)`" in f.hint and "x.device" not in f.hint, f.hint
+    no_buffer = code.replace("        self.register_buffer('step_count', torch.zeros(()))\n", "").replace(
+        "        self.step_count += 1\n", ""
+    )
+    (f,) = check_source(no_buffer, select=["TM102"])
+    assert "`.to(next(self.parameters()).device)`" in f.hint, f.hint
+    # a model's forward (no optimizer step) keeps the input-following advice
+    model = code.replace("        self.opt.step()\n", "")
+    (f,) = check_source(model, select=["TM102"])
+    assert "moves data to a device the module chose itself" in f.message, f.message
+
+
 def test_TM102_stacked_input_list_goes_where_the_parameters_are() -> None:
     """`torch.stack(x)` of the list of host tensors the forward was given has no input device
     to follow: `.to(x.device)` would keep it on the host."""

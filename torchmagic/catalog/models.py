@@ -76,7 +76,11 @@ RULES = [
         evidence=("static",),
         what="""
             Flags `.cuda()`, `.cpu()` and `.to(<device literal or global device>)` on `self`, a
-            parameter, a submodule or an input inside an `nn.Module` method.
+            parameter, a submodule or an input inside an `nn.Module` method. In a trainer that is a
+            module, whose `forward` runs a whole training step (it draws its own batches, calls
+            `backward()` and steps an optimizer), the finding says the data's device is hardcoded and
+            the fix follows a tensor of the module's own (a registered buffer, `.to(self.steps.device)`,
+            else `next(self.parameters()).device`), as there is no input to follow.
             """,
         why="""
             The model decides its own device, so `model.to(device)` by the caller no longer controls

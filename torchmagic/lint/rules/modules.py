@@ -1441,11 +1441,63 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         if method == "cuda" and cuda_only(ctx):
             return
         label = f".{method}()"
+    moved = call.func.value
+    if (
+        (isinstance(moved, ast.Name) and moved.id == "self")
+        or ctx.kind(moved) == MODULE
+        or not _trains_in_forward(ctx)
+    ):
+        ctx.flag(
+            call,
+            f"`{unparse(moved, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
+            _move_hint(ctx, call, fresh),
+        )
+        return
+    anchor = _own_tensor_device(ctx)
     ctx.flag(
         call,
-        f"`{unparse(call.func.value, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
-        _move_hint(ctx, call, fresh),
+        f"`{unparse(moved, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` hardcodes the device of a trainer:"  # type: ignore[union-attr]
+        f" `{ctx.cls.name}.forward` runs the whole training step, and its data cannot follow where the"  # type: ignore[union-attr]
+        " caller puts the module.",
+        f"Move the data to where the module's own tensors are, so the trainer follows the caller's `.to(device)`: `.to({anchor})`.",
     )
+
+
+def _trains_in_forward(ctx: Context) -> bool:
+    """`def forward(self): ...; loss.backward(); self.optim.step()`: the class is a trainer
+    that is a module (to register buffers and move them), whose forward pass is a whole
+    training step drawing its own batches, not a model handed its inputs."""
+    return any(
+        isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and stmt.name == "forward"
+        and {"backward", "step"}
+        <= {
+            n.func.attr
+            for n in ast.walk(stmt)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        }
+        for cls in ctx.class_chain()
+        for stmt in cls.body
+    )
+
+
+def _own_tensor_device(ctx: Context) -> str:
+    """`self.steps.device` for a class that registers a buffer `steps` (a trainer's own tensor,
+    there even when it holds no parameters), else the device of its first parameter."""
+    for cls in ctx.class_chain():
+        for n in ast.walk(cls):
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "register_buffer"
+                and is_name(n.func.value, "self")
+                and n.args
+                and isinstance(n.args[0], ast.Constant)
+                and isinstance(n.args[0].value, str)
+                and n.args[0].value.isidentifier()
+            ):
+                return f"self.{n.args[0].value}.device"
+    return "next(self.parameters()).device"
 
 
 def _copied_for_the_host(ctx: Context, call: ast.Call) -> bool:
