@@ -153,7 +153,10 @@ RULES = [
             a Tensor); reads of a tensor that never required grad, where nothing is bypassed: built by a
             factory without `requires_grad` (`xs = torch.linspace(0, 1, 5)` then `xs.data.numpy()`) or by
             arithmetic and tensor methods of such tensors, assigned once (updates by a number, `x /=
-            np.sqrt(var)`, aside) and never switched on with `requires_grad_()`; live, a plain `torch.Tensor` with `requires_grad` False and no
+            np.sqrt(var)`, aside) and never switched on with `requires_grad_()`; running sums that
+            start from such a factory and only ever add detached values, numbers or statistics computed
+            under `no_grad` (`total = torch.zeros(1)`, `total = total + loss.detach()`, `hits +=
+            counts["hits"]`, then `dist.all_reduce(total.data)`); live, a plain `torch.Tensor` with `requires_grad` False and no
             `grad_fn` (parameters, tensors with a graph and tensors of unknown origin are still reported,
             and so are writes through `.data`, which a graph that saved the tensor would not notice);
             `.data` that reads no value: metadata (`x.data.device`, `.shape`, `.size()`),

@@ -1482,8 +1482,10 @@ def _plain_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
     if isinstance(node, ast.Name):
         origin = ctx.origin(node)
         if origin is None:
-            return _live_grad(ctx, node.id) is False
-        return _bound_once(ctx, node.id) and _plain_tensor(ctx, origin, depth + 1)
+            return _live_grad(ctx, node.id) is False or _plain_accumulator(ctx, node.id, depth)
+        if _bound_once(ctx, node.id):
+            return _plain_tensor(ctx, origin, depth + 1)
+        return _plain_accumulator(ctx, node.id, depth)
     if isinstance(node, ast.BinOp):
         return _plain_operand(ctx, node.left, depth) and _plain_operand(ctx, node.right, depth)
     if isinstance(node, ast.UnaryOp):
@@ -1506,6 +1508,46 @@ def _plain_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
     if isinstance(func, ast.Attribute) and not func.attr.startswith("requires_grad"):
         return _plain_tensor(ctx, func.value, depth + 1)  # a tensor method of a plain tensor
     return False
+
+
+def _plain_accumulator(ctx: Context, name: str, depth: int) -> bool:
+    """`total = torch.zeros(1)`, then only `total = total + loss.detach()` or `total += n` (a
+    number, a plain tensor, a detached one, or a value computed under `no_grad`, such as
+    `stats["n"]`): a running sum that never holds a graph."""
+    scope = scope_node(ctx)
+    values: list[ast.AST] = []
+    stores = 0
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+            stores += 1
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and is_name(n.targets[0], name):
+            values.append(n.value)
+        elif isinstance(n, ast.AugAssign) and is_name(n.target, name):
+            values.append(n.value)
+    if stores != len(values) or not any(
+        _plain_tensor(ctx, v, depth + 1) for v in values if not any(is_name(n, name) for n in ast.walk(v))
+    ):
+        return False  # bound some other way (a loop target, an unpacking), or never from a plain start
+    if re.search(rf"\b{re.escape(name)}\s*\.\s*requires_grad", "\n".join(ctx.lines)):
+        return False
+
+    def adds_no_graph(v: ast.AST) -> bool:
+        if is_name(v, name) or isinstance(v, ast.Constant) or ctx.kind(v) in _NOT_TENSORS:
+            return True
+        if isinstance(v, ast.BinOp):
+            return adds_no_graph(v.left) and adds_no_graph(v.right)
+        if (
+            isinstance(v, ast.Call)
+            and isinstance(v.func, ast.Attribute)
+            and v.func.attr in ("detach", "item")
+        ):
+            return True  # `loss.detach()`: no graph, whatever `loss` holds
+        root = chain_root(v)
+        if isinstance(root, ast.Name) and root.id != name and built_without_grad(ctx, root):
+            return True  # `stats["n"]` with `stats` computed under `torch.no_grad()`
+        return _plain_operand(ctx, v, depth + 1)
+
+    return all(adds_no_graph(v) for v in values)
 
 
 def _false(node: ast.AST) -> bool:
