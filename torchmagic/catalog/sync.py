@@ -70,7 +70,10 @@ RULES = [
             `[s.item() for s in sizes]`): the first waits for the collective, the rest for nothing,
             and the host needs them to size its buffers; reads already
             guarded as the fix suggests (`if step % N == 0:`, also around a walk over the named parts the
-            object holds, `if (step + 1) % N == 0: for name in self.saes: ... .item()`, also through a name bound to that test earlier in
+            object holds, `if (step + 1) % N == 0: for name in self.saes: ... .item()`, or around the
+            outermost loop of a method called once per step, `if self.steps % self.validate_every == 0:
+            for _ in range(n_valid): ... .item()`, a validation pass every N calls (inside an epoch loop
+            of the function, each batch of the pass is still reported), also through a name bound to that test earlier in
             the loop, `reg = step % N == 0` then `if reg:`; a counter the block resets,
             `if step % N: continue`) or when an environment's episode ends (`if done:`, `if d and
             info["lives"][i] == 0:` with `d` over the done flags, `if "episode" in info:`: once per

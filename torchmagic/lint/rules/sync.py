@@ -369,6 +369,8 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
                 loop = ctx.loops[depth].node if depth >= 0 else None
                 names = _loop_names(loop) if loop is not None else set()
                 continue
+            if depth == 0 and _periodic_around(stack[:i]):
+                return PERIODIC
             break
         if isinstance(parent, ast.If):
             in_body = any(child is s for s in parent.body)
@@ -409,6 +411,21 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
         if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], leave) and _is_mod(stmt.test):
             return PERIODIC
     return None
+
+
+def _periodic_around(outer: list[ast.AST]) -> bool:
+    """`if self.step % self.validate_every == 0:` around the outermost loop of a function (a
+    trainer's step, called once per step): the whole loop, a validation pass, runs every N
+    calls. (Inside a loop of the function, the pass runs on a schedule of that loop's own,
+    such as every few epochs, and each of its batches still waits.)"""
+    for j in range(len(outer) - 1, -1, -1):
+        up = outer[j]
+        if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        below = outer[j + 1] if j + 1 < len(outer) else None
+        if isinstance(up, ast.If) and any(below is st for st in up.body) and _is_mod(up.test):
+            return True
+    return False
 
 
 def _tensor_in_print(ctx: Context, call: ast.Call) -> ast.AST | None:
