@@ -211,8 +211,11 @@ RULES = [
             tensor's name to its host copy, `best = best.cpu().numpy()` then `scores = scores.cpu()`; statements on host values only,
             such as a progress bar's `bar.set_description("loss %.3f" % (total / n))`, or appends of
             values already on the host, `preds.append(out)` after `out = out.cpu().numpy()`, may stand
-            between them, and `x.to("cpu")` counts as a read; a tensor computed after the first
-            read, or a read that computes, such as `z.norm().item()`, is still flagged); per-item
+            between them, and `x.to("cpu")` counts as a read; the second read may reduce or cast a
+            tensor that already exists, `parts.mean(1).cpu()`, `z.norm().item()`, which waits only for
+            that one small kernel on a drained GPU; a tensor computed after the first read, or an
+            optimizer step in between, or a read that runs a module, `model(probe).mean(1).cpu()`, is
+            still flagged); per-item
             copies in an inner loop over one batch's items (`for i in range(len(images)): img =
             images[i].detach().cpu()`) after the batch's predictions were already read, when
             nothing since, in between or in the inner loop, computes on the GPU; reads in

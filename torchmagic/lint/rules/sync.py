@@ -1634,6 +1634,27 @@ def _launches_no_work(node: ast.AST) -> bool:
     return False
 
 
+# reductions and casts of a tensor that already exists: one small kernel each
+_SMALL_KERNELS = frozenset(
+    {"mean", "sum", "max", "min", "amax", "amin", "argmax", "argmin", "norm", "std", "var", "prod"}
+    | {"float", "double", "half", "long", "int", "abs", "all", "any"}
+)
+
+
+def _one_small_kernel(node: ast.AST) -> bool:
+    """`losses.mean(1)`, `acc.float().mean()`: a reduction or cast of a tensor that already
+    exists, with plain arguments. Right after a read has drained the queue, reading it waits
+    only for that one kernel on an idle GPU, not for the step."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _SMALL_KERNELS
+        and all(isinstance(a, (ast.Constant, ast.Name, ast.UnaryOp)) for a in node.args)
+        and all(isinstance(k.value, (ast.Constant, ast.Name)) for k in node.keywords)
+        and (_launches_no_work(node.func.value) or _one_small_kernel(node.func.value))
+    )
+
+
 def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, keys: set[str]) -> bool:
     """The statement just before this one in the iteration (or the test around it) read a GPU
     value, nothing new was computed since, and this read computes nothing either (`total +=
@@ -1641,7 +1662,7 @@ def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, key
     queue is already drained, so this read waits for nothing new: the first one is the finding.
     A tensor computed after the first read (`loss = ...` in between) is new GPU work, and a
     real second wait."""
-    if not before or not keys or not _launches_no_work(value):
+    if not before or not keys or not (_launches_no_work(value) or _one_small_kernel(value)):
         return False
     k = len(before) - 1
     while k > 0 and not _reads_in(ctx, before[k]) and _queues_no_gpu_work(ctx, before[k], set()):
