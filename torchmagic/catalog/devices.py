@@ -138,7 +138,8 @@ RULES = [
             flagged); a data file, named like a dataset, corpus, vocabulary, split, metadata or
             features and not like a checkpoint (`torch.load(opt.data)`, `torch.load("vocab.pt")`, also through a name built
             by formatting: `fn = "corpus.{}.data".format(digest)`, or the literal file name a joined path ends with:
-            `torch.load(osp.join(root, "split_dict.pt"))`), which preprocessing or a dataset download
+            `torch.load(osp.join(root, "split_dict.pt"))`, or a literal path through a data folder with no
+            checkpoint word in it: `torch.load("/scratch/ocean/data/land_mask.pt")`), which preprocessing or a dataset download
             writes from the CPU (`osp.join(run_dir, "model_best.pt")` is still flagged); code that cannot run without a GPU and leaves everything on the default GPU. Checkpoints
             written from a GPU by code that can also run on the CPU, and files from elsewhere, are flagged
             """,

@@ -679,7 +679,9 @@ def _names_a_data_file(ctx: Context, f: ast.AST | None) -> bool:
     elif isinstance(f, ast.Attribute):
         word = f.attr
     elif isinstance(f, ast.Constant) and isinstance(f.value, str):
-        word = f.value.replace("\\", "/").rsplit("/", 1)[-1]  # with its extension: `x.dataset`
+        folders, _, word = f.value.replace("\\", "/").rpartition("/")  # with its extension: `x.dataset`
+        if not _CHECKPOINT_WORDS.search(f.value) and any(_DATA_WORDS.search(d) for d in folders.split("/")):
+            return True  # `"/scratch/me/data/wet_mask.pt"`: a file of a data folder, no checkpoint
     else:
         return _in_a_data_folder(ctx, f)
     return bool(_DATA_WORDS.search(word)) and not _CHECKPOINT_WORDS.search(word)
