@@ -213,7 +213,9 @@ RULES = [
             values already on the host, `preds.append(out)` after `out = out.cpu().numpy()`, may stand
             between them, and `x.to("cpu")` counts as a read; the second read may reduce or cast a
             tensor that already exists, `parts.mean(1).cpu()`, `z.norm().item()`, which waits only for
-            that one small kernel on a drained GPU; a tensor computed after the first read, or an
+            that one small kernel on a drained GPU (in a step's loop; in a walk over the parameters,
+            `p.grad.norm().item()` then `p.norm().item()`, each round trip per parameter is the cost and both
+            are flagged); a tensor computed after the first read, or an
             optimizer step in between, or a read that runs a module, `model(probe).mean(1).cpu()`, is
             still flagged); per-item
             copies in an inner loop over one batch's items (`for i in range(len(images)): img =

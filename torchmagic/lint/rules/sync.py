@@ -1662,7 +1662,9 @@ def _right_after_a_read(ctx: Context, before: list[ast.AST], value: ast.AST, key
     queue is already drained, so this read waits for nothing new: the first one is the finding.
     A tensor computed after the first read (`loss = ...` in between) is new GPU work, and a
     real second wait."""
-    if not before or not keys or not (_launches_no_work(value) or _one_small_kernel(value)):
+    # in a loop over a step's parts (each parameter), every extra round trip is the cost itself
+    small = _one_small_kernel(value) and bool(ctx.loops) and is_step_loop(ctx.loops[-1].node)
+    if not before or not keys or not (_launches_no_work(value) or small):
         return False
     k = len(before) - 1
     while k > 0 and not _reads_in(ctx, before[k]) and _queues_no_gpu_work(ctx, before[k], set()):
