@@ -26,6 +26,9 @@ RULES = [
             # constant tensors: self.register_buffer("mask", torch.ones(10)) in __init__
             """,
         not_flagged="""
+            the methods of a trainer that subclasses `nn.Module` to move what it holds, whose `forward` is
+            the training loop (it back-propagates and steps an optimizer itself), or that has no `forward` and
+            back-propagates: its validation switching modes, host-side schedules and `no_grad` blocks are the loop's;
             factories with a `device=` argument; `*_like` and `x.new_*`; `torch.normal(mu, std)` with
             tensor arguments (built on their device); `torch.tensor(t)`/`torch.as_tensor(t)` of a tensor (a
             forward input, an annotated `torch.Tensor`), which stays on `t`'s device (a needless copy, not a CPU
@@ -172,6 +175,9 @@ RULES = [
             model.train()       # and back before training
             """,
         not_flagged="""
+            the methods of a trainer that subclasses `nn.Module` to move what it holds, whose `forward` is
+            the training loop (it back-propagates and steps an optimizer itself), or that has no `forward` and
+            back-propagates: its validation switching modes, host-side schedules and `no_grad` blocks are the loop's;
             `self.training` reads; `def train(self, mode=True)` overrides calling `super().train(mode)`;
             calls in `__init__` or `__setstate__` (no caller has set a mode yet while the module is built
             or unpickled; `self.train()` there is a no-op); `self.eval()` after the same method loaded the
@@ -224,6 +230,9 @@ RULES = [
                 y = model(x)
             """,
         not_flagged="""
+            the methods of a trainer that subclasses `nn.Module` to move what it holds, whose `forward` is
+            the training loop (it back-propagates and steps an optimizer itself), or that has no `forward` and
+            back-propagates: its validation switching modes, host-side schedules and `no_grad` blocks are the loop's;
             a class with a backward pass of its own (another method runs `torch.autograd.backward` or
             `torch.autograd.grad` under `torch.enable_grad()`, as a reversible block's `backward_pass`
             does): its forward runs without a graph on purpose, to save the activations that backward

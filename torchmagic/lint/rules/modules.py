@@ -71,8 +71,8 @@ def _call_label(call: ast.Call) -> str:
 
 @check("TM101", calls=FACTORIES)
 def tensor_created_in_forward(call: ast.Call, ctx: Context) -> None:
-    if not ctx.in_forward:
-        return
+    if not ctx.in_forward or not_a_model(ctx):
+        return  # a trainer's `forward` is its training loop, not a model's forward pass
     q = ctx.qualname(call.func)
     if q is None or not q.startswith("torch.") or q.count(".") != 1:
         return
@@ -1405,7 +1405,7 @@ _MOVING_METHODS = frozenset({"cpu", "cuda", "to", "_apply", "xpu", "mps", "to_de
 
 @check("TM102", calls={"cuda", "cpu", "to"})
 def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
-    if not ctx.in_module_method or not isinstance(call.func, ast.Attribute) or not_a_model(ctx):
+    if not ctx.in_module_method or not isinstance(call.func, ast.Attribute) or _trainer_without_forward(ctx):
         return
     if ctx.method in _MOVING_METHODS:
         return  # the module's own `def cuda(self)`: moving its parts is what the caller asked for
@@ -1453,6 +1453,10 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
             _move_hint(ctx, call, fresh),
         )
         return
+    if label == ".cpu()" or (
+        label.startswith(".to(") and device_type_of_literal(_device_target(ctx, call)) == "cpu"
+    ):
+        return  # a trainer's copy to the host is its own bookkeeping (losses, metrics, logs)
     anchor = _own_tensor_device(ctx)
     ctx.flag(
         call,
@@ -1762,10 +1766,17 @@ _MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 
 
 def not_a_model(ctx: Context) -> bool:
+    """A trainer that is a module only to register buffers and `.to()` them, whose methods run
+    the training rather than being the model's own code: it has no `forward` and
+    back-propagates, or its `forward` is the whole training loop or step (it back-propagates
+    and steps an optimizer itself)."""
+    return _trainer_without_forward(ctx) or _trains_in_forward(ctx)
+
+
+def _trainer_without_forward(ctx: Context) -> bool:
     """The class subclasses `nn.Module` but has no `forward`, in this source or from a base,
-    and back-propagates: a trainer that is a module only to register buffers and `.to()` them,
-    whose methods run the training rather than being the model's own code. (A model without
-    `forward`, called through `encode_text()` and the like, back-propagates nothing.)"""
+    and back-propagates. (A model without `forward`, called through `encode_text()` and the
+    like, back-propagates nothing.)"""
     chain = ctx.class_chain()
     if not chain or any(
         isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in ("forward", "__call__")
@@ -2036,7 +2047,7 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
         if not isinstance(parent, ast.ClassDef):
             return
         info = ctx.classes.get(parent.name)
-        if info is None or info.kind != MODULE:
+        if info is None or info.kind != MODULE or not_a_model(ctx):
             return
         if node.name not in ("forward", "__call__") and node.name not in info.forward_helpers:
             return
@@ -2054,7 +2065,7 @@ def no_grad_inside_module(node: ast.AST, ctx: Context) -> None:
                     hint,
                 )
         return
-    if not ctx.in_module_method or not (ctx.in_forward or ctx.method == "__call__"):
+    if not ctx.in_module_method or not (ctx.in_forward or ctx.method == "__call__") or not_a_model(ctx):
         return
     if ctx.frame.node is not None and (
         _runs_its_own_step(ctx.frame.node) or _returns_host_values(ctx.frame.node)
