@@ -80,7 +80,12 @@ RULES = [
                 train_one_epoch()
                 scheduler.step()   # the same schedule: stepped `epoch` times before each epoch
             """,
-        not_flagged="`ReduceLROnPlateau.step(metric)`",
+        not_flagged="""
+            `ReduceLROnPlateau.step(metric)`, also on a name that one branch binds to a
+            `ReduceLROnPlateau` and another to a schedule by step (`if kind == "plateau": sched =
+            ReduceLROnPlateau(opt)`, `else: sched = CosineAnnealingLR(opt, T)`), where the call with an
+            argument is the plateau's
+            """,
         autofix="""
             Unsafe, and only where dropping the argument keeps the schedule: the last statement of
             a `for e in range(N)` loop calling `scheduler.step(e + 1)` becomes `scheduler.step()`

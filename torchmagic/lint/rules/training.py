@@ -207,7 +207,19 @@ def _class_outside_torch(ctx: Context, qualname: str) -> bool:
 
 
 def _plateau(ctx: Context, recv: ast.AST) -> bool | None:
-    """True for ReduceLROnPlateau (whose `step(metric)` is right), None when unknown."""
+    """True for ReduceLROnPlateau (whose `step(metric)` is right), None when unknown. A name
+    that some branch binds to one (`if kind == "plateau": sched = ReduceLROnPlateau(...)`
+    `else: sched = LambdaLR(...)`) may be one: the call is then taken as its step."""
+    scope = ctx.frame.node or (ctx.stack[0] if ctx.stack else None)
+    if isinstance(recv, ast.Name) and scope is not None:
+        for n in ast.walk(scope):
+            if (
+                isinstance(n, ast.Assign)
+                and any(is_name(t, recv.id) for t in n.targets)
+                and isinstance(n.value, ast.Call)
+                and (ctx.qualname(n.value.func) or "").endswith("ReduceLROnPlateau")
+            ):
+                return True
     built = ctx.built_by(recv)
     if built is None:
         return None
