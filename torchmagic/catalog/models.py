@@ -99,6 +99,9 @@ RULES = [
             """,
         not_flagged="""
             `.to(x.device)`, `.to(x.dtype)`, `.to(self.weight.device)`, `.to(other)` where the argument derives from a tensor;
+            the batches of a data loop a method other than the forward pass runs itself (layer-wise inference,
+            `for n_id, adj in subgraph_loader: x = x_all[n_id].to(device)`), streamed from host memory as a
+            training loop streams them;
             casts to a dtype, also one imported from torch (`from torch import int32`, `.to(int32)`);
             moves inside the module's own `cpu()`, `cuda()`, `to()` or `_apply()` (a module that keeps parts
             unregistered, a dict of transforms, and moves them when the caller calls these methods);

@@ -1415,6 +1415,8 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         return  # the caller asked for CUDA (`if self.use_cuda:`), or parts sit on chosen GPUs
     if _input_device_test(ctx, call) or _moves_nothing(ctx, call.func.value):
         return  # `if x.is_cuda:` follows the input; `nn.MSELoss().cuda()` holds no tensors
+    if _batch_of_a_loader_loop(ctx, call.func.value):
+        return  # `for n_id, adj in loader: x_all[n_id].to(device)`: a data loop streams its batches
     method = call.func.attr
     fresh = _fresh_tensor(ctx, call.func.value)
     if method == "to":
@@ -1465,6 +1467,29 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         " caller puts the module.",
         f"Move the data to where the module's own tensors are, so the trainer follows the caller's `.to(device)`: `.to({anchor})`.",
     )
+
+
+_LOADER_WORDS = re.compile(r"loader|sampler|batches|dataset", re.IGNORECASE)
+
+
+def _batch_of_a_loader_loop(ctx: Context, moved: ast.AST) -> bool:
+    """`for batch_size, n_id, adj in subgraph_loader: x = x_all[n_id].to(device)` in a method
+    that is no forward pass (a layer-wise `inference`): the method runs a data loop of its own,
+    streaming each batch from host memory to the device, as a training loop does; following an
+    input's device would leave the batch on the host."""
+    if ctx.in_forward or not ctx.loops:
+        return False
+    loop = ctx.loops[-1].node
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    it = loop.iter
+    while isinstance(it, ast.Call) and terminal_name(it.func) in ("enumerate", "tqdm", "iter") and it.args:
+        it = it.args[0]
+    word = terminal_name(it) if isinstance(it, (ast.Name, ast.Attribute)) else None
+    if word is None or not _LOADER_WORDS.search(word):
+        return False
+    targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    return any(isinstance(n, ast.Name) and n.id in targets for n in ast.walk(moved))
 
 
 def _trains_in_forward(ctx: Context) -> bool:
