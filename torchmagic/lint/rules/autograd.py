@@ -6,7 +6,7 @@ import ast
 import copy
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from ...report import Finding, Fix
 from .. import libraries
@@ -116,20 +116,23 @@ def _summed_from_numbers(ctx: Context, name: str, flow: Flow) -> bool:
     """Every binding of `name` in the scope is a plain or augmented assignment of a value that
     plainly holds no graph (`subtrn_loss = 0`, `subtrn_loss += loss.item() * weights.sum()`,
     `subtrn_loss = subtrn_loss / total`): a total of numbers and data, named like a loss."""
+    values = _assigned_values(own_nodes(scope_node(ctx)), name)
+    return bool(values) and all(_plainly_graph_free(ctx, v, name, flow) for v in values or ())
+
+
+def _assigned_values(nodes: Iterable[ast.AST], name: str) -> list[ast.AST] | None:
+    """The values of every `name = v` and `name op= v` among `nodes`; None when `name` is also
+    bound some other way (a loop target, an unpacking, `with ... as name`)."""
     values: list[ast.AST] = []
     stores = 0
-    for n in own_nodes(scope_node(ctx)):
+    for n in nodes:
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
             stores += 1
         elif isinstance(n, ast.AugAssign) and is_name(n.target, name):
             values.append(n.value)
         elif isinstance(n, ast.Assign) and len(n.targets) == 1 and is_name(n.targets[0], name):
             values.append(n.value)
-    return (
-        bool(values)
-        and stores == len(values)
-        and all(_plainly_graph_free(ctx, v, name, flow) for v in values)
-    )
+    return values if stores == len(values) else None
 
 
 # methods that keep a graph-free value graph-free
@@ -1466,10 +1469,13 @@ def _bound_once(ctx: Context, name: str) -> bool:
         and isinstance(n.ctx, ast.Store)
         and id(n) not in by_numbers
     )
-    if stores != 1:
-        return False
+    return stores == 1 and not _switched_to_grad(ctx, name)
+
+
+def _switched_to_grad(ctx: Context, name: str) -> bool:
+    """The source sets `name.requires_grad_()` or `name.requires_grad = ...` somewhere."""
     pattern = re.compile(rf"\b{re.escape(name)}\s*\.\s*requires_grad")
-    return not any(pattern.search(line) for line in ctx.lines)
+    return any(pattern.search(line) for line in ctx.lines)
 
 
 def _plain_tensor(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
@@ -1514,21 +1520,12 @@ def _plain_accumulator(ctx: Context, name: str, depth: int) -> bool:
     """`total = torch.zeros(1)`, then only `total = total + loss.detach()` or `total += n` (a
     number, a plain tensor, a detached one, or a value computed under `no_grad`, such as
     `stats["n"]`): a running sum that never holds a graph."""
-    scope = scope_node(ctx)
-    values: list[ast.AST] = []
-    stores = 0
-    for n in ast.walk(scope):
-        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
-            stores += 1
-        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and is_name(n.targets[0], name):
-            values.append(n.value)
-        elif isinstance(n, ast.AugAssign) and is_name(n.target, name):
-            values.append(n.value)
-    if stores != len(values) or not any(
+    values = _assigned_values(ast.walk(scope_node(ctx)), name)
+    if values is None or not any(
         _plain_tensor(ctx, v, depth + 1) for v in values if not any(is_name(n, name) for n in ast.walk(v))
     ):
         return False  # bound some other way (a loop target, an unpacking), or never from a plain start
-    if re.search(rf"\b{re.escape(name)}\s*\.\s*requires_grad", "\n".join(ctx.lines)):
+    if _switched_to_grad(ctx, name):
         return False
 
     def adds_no_graph(v: ast.AST) -> bool:

@@ -1424,11 +1424,10 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         if target is None or not (_is_device_literal(ctx, target) or _is_global_device(ctx, target)):
             return
         label = f".to({unparse(target, 30)})"
-        if device_type_of_literal(target) == "cpu" and (
-            _copied_for_the_host(ctx, call) or _fetched_without_waiting(call)
-        ):
+        to_host = device_type_of_literal(target) == "cpu"
+        if to_host and (_copied_for_the_host(ctx, call) or _fetched_without_waiting(call)):
             return
-        if device_type_of_literal(target) != "cpu" and cuda_only(ctx):
+        if not to_host and cuda_only(ctx):
             return  # the code runs on CUDA only (asserts a GPU, builds on apex or cupy)
         if fresh and _shared_global_device(ctx, target):
             return  # a new tensor on the device the caller also moves the model to
@@ -1443,29 +1442,23 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         if method == "cuda" and cuda_only(ctx):
             return
         label = f".{method}()"
+        to_host = method == "cpu"
     moved = call.func.value
-    if (
-        (isinstance(moved, ast.Name) and moved.id == "self")
-        or ctx.kind(moved) == MODULE
-        or not _trains_in_forward(ctx)
-    ):
-        ctx.flag(
-            call,
-            f"`{unparse(moved, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
-            _move_hint(ctx, call, fresh),
-        )
+    if _trains_in_forward(ctx) and not (is_name(moved, "self") or ctx.kind(moved) == MODULE):
+        if not to_host:  # a trainer's copy to the host is its own bookkeeping (losses, metrics, logs)
+            ctx.flag(
+                call,
+                f"`{unparse(moved, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` hardcodes the device of a trainer:"  # type: ignore[union-attr]
+                f" `{ctx.cls.name}.forward` runs the whole training step, and its data cannot follow where the"  # type: ignore[union-attr]
+                " caller puts the module.",
+                "Move the data to where the module's own tensors are, so the trainer follows the caller's"
+                f" `.to(device)`: `.to({_own_tensor_device(ctx)})`.",
+            )
         return
-    if label == ".cpu()" or (
-        label.startswith(".to(") and device_type_of_literal(_device_target(ctx, call)) == "cpu"
-    ):
-        return  # a trainer's copy to the host is its own bookkeeping (losses, metrics, logs)
-    anchor = _own_tensor_device(ctx)
     ctx.flag(
         call,
-        f"`{unparse(moved, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` hardcodes the device of a trainer:"  # type: ignore[union-attr]
-        f" `{ctx.cls.name}.forward` runs the whole training step, and its data cannot follow where the"  # type: ignore[union-attr]
-        " caller puts the module.",
-        f"Move the data to where the module's own tensors are, so the trainer follows the caller's `.to(device)`: `.to({anchor})`.",
+        f"`{unparse(moved, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
+        _move_hint(ctx, call, fresh),
     )
 
 
@@ -1495,7 +1488,14 @@ def _batch_of_a_loader_loop(ctx: Context, moved: ast.AST) -> bool:
 def _trains_in_forward(ctx: Context) -> bool:
     """`def forward(self): ...; loss.backward(); self.optim.step()`: the class is a trainer
     that is a module (to register buffers and move them), whose forward pass is a whole
-    training step drawing its own batches, not a model handed its inputs."""
+    training step drawing its own batches, not a model handed its inputs. Worked out once per
+    class, not once per call the rules ask about."""
+    if ctx.cls is None:
+        return False
+    return remember(ctx.cls.node, "trains_in_forward", lambda: _forward_steps_an_optimizer(ctx))
+
+
+def _forward_steps_an_optimizer(ctx: Context) -> bool:
     return any(
         isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
         and stmt.name == "forward"

@@ -7,7 +7,7 @@ import ast
 from ..context import Context, LoopInfo
 from ..fixes import fix_of
 from ..kinds import OPTIMIZER, SCHEDULER
-from ..nodes import is_name
+from ..nodes import is_name, names_bound_to
 from ..registry import check
 from ._common import name_like, unparse, unparse_operand, word_of
 
@@ -212,14 +212,9 @@ def _plateau(ctx: Context, recv: ast.AST) -> bool | None:
     `else: sched = LambdaLR(...)`) may be one: the call is then taken as its step."""
     scope = ctx.frame.node or (ctx.stack[0] if ctx.stack else None)
     if isinstance(recv, ast.Name) and scope is not None:
-        for n in ast.walk(scope):
-            if (
-                isinstance(n, ast.Assign)
-                and any(is_name(t, recv.id) for t in n.targets)
-                and isinstance(n.value, ast.Call)
-                and (ctx.qualname(n.value.func) or "").endswith("ReduceLROnPlateau")
-            ):
-                return True
+        plateaus = names_bound_to(scope, lambda c: (ctx.qualname(c.func) or "").endswith("ReduceLROnPlateau"))
+        if recv.id in plateaus:
+            return True
     built = ctx.built_by(recv)
     if built is None:
         return None
