@@ -80,7 +80,8 @@ RULES = [
             episode, as logging every N steps) or run on one iteration (`if i == 0:`, `len(shown) < 5`,
             `if i == len(loader) - 1 or self.terminate:`, the `else` of `if i < len(loader) - 1:`, a block that
             ends with `break`, `return` or `sys.exit()` and cannot `continue` first, or with a `raise` no `try` in the loop catches,
-            `except IndexError: print(h.sum().item()); raise`: once per pass, as after the loop);
+            `except IndexError: print(h.sum().item()); raise`, also a read in that `raise`, `raise
+            RuntimeError(f"loss {loss.item()}")`: once per pass, as after the loop);
             reads under a switch the user turns on to watch every step (`if debug:`, `if self.verbose:`,
             `if args.verbose > 1:`): when it is on, the wait is what was asked for;
             a loop over lists of per-batch results gathered earlier that reads each joined column once
@@ -107,7 +108,10 @@ RULES = [
             `TensorDataset` or a Dataset class whose `__len__` counts a constructor argument
             such as `torch.tensor([[...], ...])`, also when a function of this source returns
             the loader, `train_loader, _ = prepare_dataset()`); a batch element its loop never moves while
-            it moves another (`for x, y in loader:` with only `x.to(device)`: `y` is on the host); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
+            it moves another (`for x, y in loader:` with only `x.to(device)`: `y` is on the host), also an item an
+            inner loop or comprehension walks (`for p, m in zip(points, masks):` with only `p.to(device)`: `m` is on
+            the host), and a batch or an item of it read before the loop body moves it (`[p.cpu().numpy() for p in
+            points]` above `p = p.to(device)`: the loader's host copy); code with no path to an accelerator (nothing moved to CUDA/`device` anywhere
             in the file, notebook or kernel; in a notebook, a cell's top-level code only counts the moves of that
             cell and the cells before it, which ran first, while code in its functions counts every cell's, since a
             later cell may call them; a device named on the command line, `torch.device(args.device)`, is a path; a

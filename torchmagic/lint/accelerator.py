@@ -457,7 +457,7 @@ def where(ctx: Context, node: ast.AST, depth: int = 0) -> str | None:
                 if earlier is None:
                     return _where_update(ctx, origin, n.id, depth)
                 origin = earlier
-            if origin is None and _left_on_host_by_its_loop(ctx, n.id):
+            if origin is None and _left_on_host_by_its_loop(ctx, n.id, getattr(n, "lineno", None)):
                 return CPU  # `for x, y in loader:` moves `x` and never `y`
             if origin is None:
                 origin = ctx.loop_source(n.id)
@@ -593,38 +593,79 @@ def _derived_from_batches(loop: ast.For | ast.AsyncFor, roots: set[str]) -> bool
     return bool(roots) and roots <= derived
 
 
-def _left_on_host_by_its_loop(ctx: Context, name: str) -> bool:
+def _left_on_host_by_its_loop(ctx: Context, name: str, line: int | None = None) -> bool:
     """`for x, y in loader:` whose body moves `x` to the accelerator (`x[k].to(device)`) and
     never `y`, nor hands `y` to a call that is given a device: the batches come out on the host
-    (else `x` would need no move), and `y` stays there."""
+    (else `x` would need no move), and `y` stays there. The items an inner loop walks
+    (`for p, m in zip(points, masks)`) belong to their batch; and a batch read at `line`, before
+    the body moves it, is still the loader's host copy."""
     for info in ctx.loops:
         loop = info.node
         if not isinstance(loop, (ast.For, ast.AsyncFor)) or not _over_a_batch_source(loop):
             continue
-        targets = _batch_targets(loop)
-        if name not in targets:
+        items = _batch_items(loop)
+        if name not in items:
             continue
-        siblings_moved = False
+        mine = {name} | {k for k, v in items.items() if v == name}  # the batch and its items
+        moved = False
         for node in ast.walk(loop):
             if not isinstance(node, ast.Call):
                 continue
             f = node.func
             if isinstance(f, ast.Attribute) and f.attr in ("to", "cuda"):
                 roots = {r.id for r in ast.walk(f.value) if isinstance(r, ast.Name)}
-                if name in roots:
+                if roots & mine and (line is None or node.lineno < line):
                     return False
                 target = move_target(node)
-                if roots & targets and (
+                if roots & items.keys() and (
                     f.attr == "cuda"
                     or (target is not None and (_device_like(target) or is_accelerator_target(ctx, target)))
                 ):
-                    siblings_moved = True  # to a device, whichever (a dtype cast moves nothing)
-            elif any(isinstance(a, ast.Name) and a.id == name for a in node.args) and any(
-                _places(sub) for sub in ast.walk(node) if sub is not node
+                    moved = True  # to a device, whichever (a dtype cast moves nothing)
+            elif (
+                any(isinstance(a, ast.Name) and a.id in mine for a in node.args)
+                and any(_places(sub) for sub in ast.walk(node) if sub is not node)
+                and (line is None or node.lineno < line)
             ):
                 return False  # `prepare(x, y, device)`: the helper may move it
-        return siblings_moved
+        return moved
     return False
+
+
+def _batch_items(loop: ast.For | ast.AsyncFor) -> dict[str, str]:
+    """The batch variables of `loop`, each mapped to itself, and the names inner loops and
+    comprehensions bind to their items (`for p, m in zip(points, masks)`: p -> points)."""
+    items = {t: t for t in _batch_targets(loop)}
+    walks: list[tuple[ast.AST, ast.AST]] = []
+    for n in ast.walk(loop):
+        if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop:
+            walks.append((n.target, n.iter))
+        elif isinstance(n, ast.comprehension):
+            walks.append((n.target, n.iter))
+    changed = True
+    while changed:
+        changed = False
+        for target, it in walks:
+            if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
+                it = it.args[0]
+                if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                    target = target.elts[1]
+            pairs: list[tuple[ast.AST, ast.AST]] = []
+            if isinstance(it, ast.Name):
+                pairs = [(target, it)]
+            elif (
+                isinstance(it, ast.Call)
+                and terminal_name(it.func) == "zip"
+                and isinstance(target, ast.Tuple)
+                and len(target.elts) == len(it.args)
+            ):
+                pairs = list(zip(target.elts, it.args))
+            for t, source in pairs:
+                if isinstance(t, ast.Name) and isinstance(source, ast.Name) and source.id in items:
+                    if t.id not in items:
+                        items[t.id] = items[source.id]
+                        changed = True
+    return items
 
 
 def _batch_targets(loop: ast.For | ast.AsyncFor) -> set[str]:

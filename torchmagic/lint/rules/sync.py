@@ -2659,8 +2659,8 @@ _MODEL_STATE = frozenset(
 
 def _breaks_after(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
     """The read sits in a block of the loop that ends with `break` (or `return`, `sys.exit()`, or
-    a `raise` no `try` of the loop catches: `except: print(t); raise ValueError`): it runs at most once
-    per pass over the loop, like a read after it."""
+    a `raise` no `try` of the loop catches: `except: print(t); raise ValueError`), or in that
+    `raise`: it runs at most once per pass over the loop, like a read after it."""
     stack = [*ctx.stack, call]
     start = next((i for i, n in enumerate(stack) if n is loop), None)
     if start is None:
@@ -2680,7 +2680,10 @@ def _breaks_after(ctx: Context, loop: ast.AST, call: ast.Call) -> bool:
         )
 
     return any(
-        leaves(block[-1]) and k < len(block) - 1 and not any(_continues(s) for s in block[k:])
+        leaves(block[-1])
+        # `raise FloatingPointError(f"loss {loss.item()}")`: the read is the way out
+        and (k < len(block) - 1 or isinstance(block[-1], ast.Raise))
+        and not any(_continues(s) for s in block[k:])
         for _, block, k in enclosing_blocks(stack, start)
     )
 
