@@ -109,7 +109,9 @@ RULES = [
             `self.get_lr()` / `super().get_lr()` inside a scheduler class; a scheduler built from a
             class this source defines with its own `get_lr` (`sched = GeometricSweep(opt, ...)` with
             `def get_lr(self): return [base * r ** self.last_epoch ...]`): a closed form of the step
-            count, whose `get_lr()` is the rate in use.
+            count, whose `get_lr()` is the rate in use; a `get_lr()` in the branch whose other
+            branch reads `get_last_lr()` (`s.get_last_lr()[0] if new_torch else s.get_lr()[0]`):
+            the fallback for a PyTorch older than 1.4, which has no `get_last_lr`.
             """,
         example="print(scheduler.get_lr())",
         fix="print(scheduler.get_last_lr())",

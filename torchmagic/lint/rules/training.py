@@ -317,6 +317,27 @@ def _own_schedule(ctx: Context, recv: ast.AST) -> bool:
     )
 
 
+def _fallback_of_get_last_lr(ctx: Context, call: ast.Call) -> bool:
+    """`sched.get_last_lr()[0] if torch_version >= (1, 4) else sched.get_lr()[0]`: the other
+    branch already reads `get_last_lr()`; this one is the fallback for a PyTorch without it."""
+    path = [*ctx.stack, call]
+    for parent, child in zip(path, path[1:]):
+        if isinstance(parent, ast.IfExp):
+            branches = [[parent.body], [parent.orelse]]
+        elif isinstance(parent, ast.If):
+            branches = [parent.body, parent.orelse]
+        else:
+            continue
+        for mine, other in (branches, branches[::-1]):
+            if any(child is s for s in mine) and any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get_last_lr"
+                for s in other
+                for n in ast.walk(s)
+            ):
+                return True
+    return False
+
+
 @check("TM504", calls={"get_lr"})
 def scheduler_get_lr(call: ast.Call, ctx: Context) -> None:
     if not isinstance(call.func, ast.Attribute) or call.args:
@@ -326,7 +347,7 @@ def scheduler_get_lr(call: ast.Call, ctx: Context) -> None:
         return  # a scheduler subclass implementing get_lr
     if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super":
         return
-    if not _is_scheduler(ctx, recv) or _own_schedule(ctx, recv):
+    if not _is_scheduler(ctx, recv) or _own_schedule(ctx, recv) or _fallback_of_get_last_lr(ctx, call):
         return
     ctx.flag(
         call,
