@@ -92,6 +92,19 @@ def test_TM405_on_a_live_model_output() -> None:
     assert rules(code, {"net": lambda t: t, "x": torch.zeros(1, 2)}) == []
 
 
+def test_TM405_asks_a_live_module_whether_it_holds_weights() -> None:
+    class Inversion(nn.Module):  # a numerical method packaged as a module: no parameters
+        def forward(self, t: torch.Tensor) -> torch.Tensor:
+            return torch.cos(t)
+
+    frozen = nn.Linear(2, 2).requires_grad_(False)
+    code = "out = inverse(x)\nerr = nn.MSELoss()(out, x).cpu().numpy()\n"
+    ns = {"nn": nn, "x": torch.zeros(1, 2)}
+    assert rules(code, {**ns, "inverse": Inversion()}) == []
+    assert rules(code, {**ns, "inverse": frozen}) == []
+    assert rules(code, {**ns, "inverse": nn.Sequential(frozen, nn.Linear(2, 2))}) == [(2, "TM405")]
+
+
 def test_live_objects_are_never_touched_beyond_their_type() -> None:
     touched: list[str] = []
 

@@ -233,7 +233,13 @@ RULES = [
             chains that contain `.detach()` or run under `no_grad`/`inference_mode`; the output of a module
             whose class (of this source) registers no parameter, buffer or submodule (`Swish()(xs)`), or a
             `torch.nn` layer without parameters (`nn.Softmax(dim=-1)(xs)`): it needs grad only where its
-            input does, so it is flagged only when that input is a model output
+            input does, so it is flagged only when that input is a model output; the output of a module
+            of another library that this source builds but never trains, loads weights into, lists the
+            parameters of or switches to train or eval (`decoder = FixedTablot(terms=33).to(device)`, a
+            numerical method packaged as a module; not a class of torchvision, timm, transformers and other
+            model libraries, nor one built with `from_pretrained`), and a `torch.nn` loss of it
+            (`nn.MSELoss()(ft(t), decoder(fs, t))`) unless its other input is a model output; in a kernel,
+            a live module none of whose parameters requires grad
             """,
         autofix="""
             Safe. Inserts `.detach()` right before `.numpy()`: on a tensor without gradients it

@@ -1943,6 +1943,11 @@ def _is_model_output(ctx: Context, node: ast.AST) -> bool:
     seen = 0
     while seen < 6:
         seen += 1
+        if isinstance(node, ast.Call) and node.args and _a_loss(ctx, node.func):
+            inputs = [chain_root(a) for a in node.args[:2]]
+            if any(_from_weights_unknown(ctx, a) for a in inputs):
+                # `nn.MSELoss()(ft(t), decoder(fs, t))`: it needs grad where another input does
+                return any(_is_model_output(ctx, a) for a in inputs)
         if isinstance(node, ast.Call) and node.args and _parameterless(ctx, node.func):
             node = chain_root(node.args[0])
             continue
@@ -1963,7 +1968,97 @@ def _is_module_call(ctx: Context, call: ast.Call) -> bool:
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr == "forward":
         func = func.value
-    return ctx.kind(func) == MODULE and not _parameterless(ctx, func)
+    return ctx.kind(func) == MODULE and not _parameterless(ctx, func) and not _weights_unknown(ctx, func)
+
+
+def _a_loss(ctx: Context, module: ast.AST) -> bool:
+    built = ctx.origin(module) if isinstance(module, ast.Name) else module
+    q = (ctx.qualname(built.func) or "") if isinstance(built, ast.Call) else ""
+    return q.startswith("torch.nn.") and q.endswith("Loss")
+
+
+def _trains_a_weight(module: object, limit: int = 4096) -> bool:
+    """The live module or one of its submodules holds a parameter that requires grad (read
+    from their `_parameters`/`_modules` dicts: no user code runs)."""
+    from ...explain.safe import module_store
+
+    todo, seen = [module], 0
+    while todo and seen < limit:
+        m = todo.pop()
+        seen += 1
+        if any(
+            getattr(p, "requires_grad", False)
+            for p in module_store(m, "_parameters").values()
+            if p is not None
+        ):
+            return True
+        todo.extend(module_store(m, "_modules").values())
+    return seen >= limit  # too big to walk: assume it does
+
+
+def _from_weights_unknown(ctx: Context, node: ast.AST) -> bool:
+    """What a module of `_weights_unknown` or one of its methods returns
+    (`decoder(fs, t)`, `decoder.line_integrate(fh, t)`), or a name bound to it."""
+    if isinstance(node, ast.Name):
+        node = ctx.origin(node)
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+    return _weights_unknown(ctx, func)
+
+
+# libraries whose modules are models: built from them, a module holds weights
+_MODEL_LIBRARIES = frozenset(
+    {"torch", "torchvision", "torchaudio", "timm", "transformers", "diffusers", "open_clip", "ultralytics"}
+)
+# what the code does only to a module with weights
+_WEIGHT_USES = frozenset(
+    {"parameters", "named_parameters", "load_state_dict", "state_dict", "requires_grad_", "train", "eval"}
+)
+
+
+def _weights_unknown(ctx: Context, module: ast.AST) -> bool:
+    """`decoder = FixedTablot(terms=33)`, a class of another library that this source builds and
+    calls but never trains, loads weights into, lists the parameters of or switches between
+    train and eval: nothing says it holds weights (a numerical method packaged as a module), so
+    its output is not known to need grad. A model library's class, or a class of this source,
+    is known."""
+    if not isinstance(module, ast.Name):
+        return False
+    live = ctx.namespace.get(module.id) if ctx.namespace else None
+    if live is not None and "torch" in sys.modules:
+        from ...explain.safe import is_module
+
+        if is_module(live):
+            return not _trains_a_weight(live)  # in a kernel: the module itself says
+    built = ctx.origin(module)
+    while (
+        isinstance(built, ast.Call)
+        and isinstance(built.func, ast.Attribute)
+        and built.func.attr in ("to", "cuda", "cpu", "float", "double", "half")
+    ):
+        built = built.func.value  # `FixedTablot(terms=33).to(device)`
+    if (
+        not isinstance(built, ast.Call)
+        or isinstance(built.func, ast.Attribute)
+        and built.func.attr == "from_pretrained"
+    ):
+        return False
+    if isinstance(built.func, ast.Name) and built.func.id in ctx.classes:
+        return False
+    q = ctx.qualname(built.func) or ""
+    if "." not in q or q.split(".")[0] in _MODEL_LIBRARIES:
+        return False
+    tree = module_node(ctx)
+    if tree is None:
+        return False
+    return not any(
+        isinstance(n, ast.Attribute)
+        and n.attr in _WEIGHT_USES
+        and isinstance(n.value, ast.Name)
+        and n.value.id == module.id
+        for n in ast.walk(tree)
+    )
 
 
 def _parameterless(ctx: Context, module: ast.AST) -> bool:
