@@ -102,6 +102,9 @@ RULES = [
             the batches of a data loop a method other than the forward pass runs itself (layer-wise inference,
             `for n_id, adj in subgraph_loader: x = x_all[n_id].to(device)`), streamed from host memory as a
             training loop streams them;
+            a module class defined inside a function that hands an instance to `torch.onnx.export`,
+            `torch.jit.trace`/`script` or `torch.export.export` (a wrapper built to export a model once:
+            `self.model = obj.model.to("cpu")` puts it where the example input is);
             casts to a dtype, also one imported from torch (`from torch import int32`, `.to(int32)`);
             moves inside the module's own `cpu()`, `cuda()`, `to()` or `_apply()` (a module that keeps parts
             unregistered, a dict of transforms, and moves them when the caller calls these methods);

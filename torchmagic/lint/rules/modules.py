@@ -1417,6 +1417,8 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         return  # `if x.is_cuda:` follows the input; `nn.MSELoss().cuda()` holds no tensors
     if _batch_of_a_loader_loop(ctx, call.func.value):
         return  # `for n_id, adj in loader: x_all[n_id].to(device)`: a data loop streams its batches
+    if _export_wrapper(ctx):
+        return  # a class a function defines to export a model once: the export picks the device
     method = call.func.attr
     fresh = _fresh_tensor(ctx, call.func.value)
     if method == "to":
@@ -1459,6 +1461,54 @@ def device_move_inside_module(call: ast.Call, ctx: Context) -> None:
         call,
         f"`{unparse(moved, 40)}{label}` inside `{ctx.cls.name}.{ctx.method}` moves data to a device the module chose itself.",  # type: ignore[union-attr]
         _move_hint(ctx, call, fresh),
+    )
+
+
+_EXPORTERS = frozenset(
+    {
+        "torch.onnx.export",
+        "torch.onnx.dynamo_export",
+        "torch.jit.trace",
+        "torch.jit.script",
+        "torch.export.export",
+    }
+)
+
+
+def _export_wrapper(ctx: Context) -> bool:
+    """`class M(nn.Module)` defined inside a function that hands `M()` to `torch.onnx.export`
+    (or `jit.trace`, `torch.export`): a wrapper built to export a model once, whose
+    `self.model = obj.model.to("cpu")` puts it where the export's example input is."""
+    cls = ctx.cls.node if ctx.cls is not None else None
+    at = next((i for i, n in enumerate(ctx.stack) if n is cls), None)
+    outer = (
+        next(
+            (n for n in reversed(ctx.stack[:at]) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+            None,
+        )
+        if at
+        else None
+    )
+    if outer is None or cls is None:
+        return False
+    names = {cls.name} | {
+        t.id
+        for n in ast.walk(outer)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and is_name(n.value.func, cls.name)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    return any(
+        isinstance(n, ast.Call)
+        and (ctx.qualname(n.func) or "") in _EXPORTERS
+        and n.args
+        and (
+            isinstance(n.args[0], ast.Name)
+            and n.args[0].id in names
+            or isinstance(n.args[0], ast.Call)
+            and is_name(n.args[0].func, cls.name)
+        )
+        for n in ast.walk(outer)
     )
 
 
