@@ -36,7 +36,9 @@ RULES = [
             tensors itself (`torch.from_numpy(batch.data).to(device)`: pinning applies to tensors
             only); loaders whose batches a plain function of the code turns into new tensors before the
             copy (`video = preprocess(video)` then `video[a:b].cuda()`: pinning would pin tensors that are
-            thrown away), or copies on the host first (`x = x.transpose(1, 0).contiguous()` or
+            thrown away; also the items of what such a function returned, `n_id, size, adjs = sample(edge_index,
+            seeds)` then `adjs = [adj.to(device) for adj in adjs]`, a loader of seed ids for a graph sampler),
+            or copies on the host first (`x = x.transpose(1, 0).contiguous()` or
             `x.clone()`, then `x = x.to(device)`); loaders over a `TensorDataset` of tensors already moved to the
             GPU (`TensorDataset(x.to(device), y.to(device))`: nothing is copied from host memory, and
             pinning would raise); loaders built with `**kwargs` (the options are not

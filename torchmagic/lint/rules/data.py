@@ -167,7 +167,16 @@ def _rebuilt_on_host(ctx: Context, move: ast.Call) -> bool:
     if not isinstance(value, ast.Name):
         return False
     origin = ctx.origin(value)
-    if origin is not None and any(n is move for n in ast.walk(origin)):
+    if origin is None and isinstance(ctx.loop_source(value.id), ast.Name):
+        # `adjs = [adj.to(device) for adj in adjs]`: the items of what `adjs` held before
+        value = ctx.loop_source(value.id)
+        origin = ctx.origin(value)
+        if origin is not None and any(n is move for n in ast.walk(origin)):
+            origin = ctx.earlier_origin(value.id)
+        if origin is None:
+            unpacked = ctx.last_unpacking(value)  # `n_id, size, adjs = sample(edge_index, seeds)`
+            origin = unpacked.value if unpacked is not None else None
+    elif origin is not None and any(n is move for n in ast.walk(origin)):
         origin = ctx.earlier_origin(value.id)  # `x = x.to(device)`: what `x` was before the move
     if _host_copy_chain(origin):
         return True
