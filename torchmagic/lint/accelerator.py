@@ -41,6 +41,7 @@ from .nodes import (
     self_attr_name,
     sole_bindings,
     terminal_name,
+    unwrapped_iterable,
 )
 
 if TYPE_CHECKING:
@@ -550,15 +551,10 @@ def batches_stay_on_host(ctx: Context, loop: ast.AST, roots: set[str]) -> bool:
     return remember(tree, "batch_loops_move", lambda: _some_loop_moves_its_batches(tree))
 
 
-_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
-
-
 def _over_a_batch_source(loop: ast.For | ast.AsyncFor) -> bool:
     """`for X, y in train_iter`, `for i, (x, y) in enumerate(tqdm(loader))`: batches unpacked
     from an iterable that is a plain name, not a model's parameters or a range."""
-    it = loop.iter
-    while isinstance(it, ast.Call) and terminal_name(it.func) in _WRAPPERS and it.args:
-        it = it.args[0]
+    it = unwrapped_iterable(loop.iter)
     if not isinstance(it, (ast.Name, ast.Attribute)):
         return False
     target = loop.target

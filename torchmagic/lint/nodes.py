@@ -43,6 +43,16 @@ def terminal_name(func: ast.AST) -> str | None:
     return None
 
 
+ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
+
+
+def unwrapped_iterable(it: ast.AST | None, wrappers: frozenset[str] = ITERATION_WRAPPERS) -> ast.AST | None:
+    """`loader` for `enumerate(tqdm(loader))`: what the wrapping calls walk."""
+    while isinstance(it, ast.Call) and terminal_name(it.func) in wrappers and it.args:
+        it = it.args[0]
+    return it
+
+
 def node_text(node: ast.AST) -> str:
     """`ast.unparse(node)`, fast for what rules compare most (`model`, `self.net.encoder`:
     receivers of every method call in a loop) and worked out once for anything else."""

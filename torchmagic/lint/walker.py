@@ -30,7 +30,7 @@ from .kinds import (
     classify_class,
     is_class,
 )
-from .nodes import COMPREHENSIONS, LOOPS, is_name, terminal_name
+from .nodes import COMPREHENSIONS, LOOPS, is_name, terminal_name, unwrapped_iterable
 
 if TYPE_CHECKING:
     from .registry import StaticCheck
@@ -69,6 +69,9 @@ _STEP_PARTS = frozenset(
 )
 
 
+_ORDERINGS = frozenset({"enumerate", "tqdm", "reversed", "list", "sorted"})
+
+
 def is_step_loop(node: ast.AST) -> bool:
     """A nested loop that is the per-batch (per-step) loop of its outer loop: code after it in
     the outer loop runs once per epoch. Loops over a model's parameters, an optimizer's
@@ -77,17 +80,7 @@ def is_step_loop(node: ast.AST) -> bool:
         return False
     if isinstance(node, ast.While):
         return True
-    it = getattr(node, "iter", None)
-    while isinstance(it, ast.Call) and terminal_name(it.func) in (
-        "enumerate",
-        "tqdm",
-        "reversed",
-        "list",
-        "sorted",
-    ):
-        if not it.args:
-            break
-        it = it.args[0]
+    it = unwrapped_iterable(getattr(node, "iter", None), _ORDERINGS)
     if isinstance(it, ast.Call) and terminal_name(it.func) in _STEP_PARTS:
         return False
     if isinstance(it, ast.Attribute) and it.attr in _STEP_PARTS:

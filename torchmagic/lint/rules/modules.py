@@ -43,6 +43,7 @@ from ..nodes import (
     remember,
     self_attr_name,
     terminal_name,
+    unwrapped_iterable,
 )
 from ..registry import check
 from ._common import (
@@ -1525,9 +1526,7 @@ def _batch_of_a_loader_loop(ctx: Context, moved: ast.AST) -> bool:
     loop = ctx.loops[-1].node
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return False
-    it = loop.iter
-    while isinstance(it, ast.Call) and terminal_name(it.func) in ("enumerate", "tqdm", "iter") and it.args:
-        it = it.args[0]
+    it = unwrapped_iterable(loop.iter)
     word = terminal_name(it) if isinstance(it, (ast.Name, ast.Attribute)) else None
     if word is None or not _LOADER_WORDS.search(word):
         return False

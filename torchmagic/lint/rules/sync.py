@@ -59,6 +59,7 @@ from ..nodes import (
     sole_binding,
     terminal_name,
     top_level_calls,
+    unwrapped_iterable,
 )
 from ..registry import check
 from ..walker import is_step_loop
@@ -104,9 +105,10 @@ def _iterable(loop: ast.AST) -> ast.AST | None:
 
 def _unenumerated(it: ast.AST | None) -> ast.AST | None:
     """`xs` for `enumerate(xs)`: the items an enumeration walks."""
-    if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
-        return it.args[0]
-    return it
+    return unwrapped_iterable(it, _ENUMERATE)
+
+
+_ENUMERATE = frozenset({"enumerate"})
 
 
 def _iteration_names(loop: ast.AST) -> set[str]:
