@@ -1997,14 +1997,14 @@ def _trains_a_weight(module: object, limit: int = 4096) -> bool:
 
 
 def _from_weights_unknown(ctx: Context, node: ast.AST) -> bool:
-    """What a module of `_weights_unknown` or one of its methods returns
-    (`decoder(fs, t)`, `decoder.line_integrate(fh, t)`), or a name bound to it."""
+    """What a module without weights (of this source, or of `_weights_unknown`) or one of its
+    methods returns (`decoder(fs, t)`, `decoder.line_integrate(fh, t)`), or a name bound to it."""
     if isinstance(node, ast.Name):
         node = ctx.origin(node)
     if not isinstance(node, ast.Call):
         return False
     func = node.func.value if isinstance(node.func, ast.Attribute) else node.func
-    return _weights_unknown(ctx, func)
+    return _weights_unknown(ctx, func) or ctx.kind(func) == MODULE and _parameterless(ctx, func)
 
 
 # libraries whose modules are models: built from them, a module holds weights
@@ -2031,13 +2031,7 @@ def _weights_unknown(ctx: Context, module: ast.AST) -> bool:
 
         if is_module(live):
             return not _trains_a_weight(live)  # in a kernel: the module itself says
-    built = ctx.origin(module)
-    while (
-        isinstance(built, ast.Call)
-        and isinstance(built.func, ast.Attribute)
-        and built.func.attr in ("to", "cuda", "cpu", "float", "double", "half")
-    ):
-        built = built.func.value  # `FixedTablot(terms=33).to(device)`
+    built = _built(ctx, module)
     if (
         not isinstance(built, ast.Call)
         or isinstance(built.func, ast.Attribute)
@@ -2064,12 +2058,24 @@ def _weights_unknown(ctx: Context, module: ast.AST) -> bool:
 def _parameterless(ctx: Context, module: ast.AST) -> bool:
     """`Swish()` of a class of this source that registers no parameter, or `nn.Softmax(dim=1)`:
     its output needs grad only where its input does, so it is not a model output."""
-    built = ctx.origin(module) if isinstance(module, ast.Name) else module
+    built = _built(ctx, module)
     if isinstance(built, ast.Call):
         q = ctx.qualname(built.func) or ""
         if q.startswith("torch.nn.") and q.rsplit(".", 1)[1] in PARAMETERLESS_LAYERS:
             return True
     return bare_module_instance(ctx, built)
+
+
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half"})
+
+
+def _built(ctx: Context, module: ast.AST) -> ast.AST | None:
+    """The call that built a module, through a name and the moves after it
+    (`act = Swish().to(device)` -> `Swish()`)."""
+    built = ctx.origin(module) if isinstance(module, ast.Name) else module
+    while isinstance(built, ast.Call) and isinstance(built.func, ast.Attribute) and built.func.attr in _MOVES:
+        built = built.func.value
+    return built
 
 
 @check("TM405", calls={"numpy"})
