@@ -271,8 +271,9 @@ RULES = [
         not_flagged="""
             a tensor computed before the block, with gradients on (`loss = model.training_step(b)`, then
             `with torch.no_grad(): loss.backward()`; also a loss handed in as an argument of the function
-            holding the block): its graph exists, and the block only keeps the update after it out of the
-            graph
+            holding the block, or one the method stored on the object there with gradients on,
+            `self.batch_loss = self.loss(out, y)` under `set_grad_enabled(True)`): its graph exists, and the
+            block only keeps the update after it out of the graph
             """,
         overrides=("TM402",),
     ),

@@ -2148,7 +2148,8 @@ def _graph_built_before_grad_off(ctx: Context, target: ast.AST | None) -> bool:
     works (d2l runs its hand-written optimizer step this way). Also a loss handed in as an
     argument of the function that holds the block."""
     root = chain_root(target) if target is not None else None
-    if not isinstance(root, ast.Name) or root is not target:
+    stored = isinstance(target, ast.Attribute) and is_name(target.value, "self")
+    if not isinstance(root, ast.Name) or (root is not target and not stored):
         return False  # `model(x).sum().backward()`: computed right there, under the switch
     starts = [
         node.lineno
@@ -2158,6 +2159,30 @@ def _graph_built_before_grad_off(ctx: Context, target: ast.AST | None) -> bool:
     ]
     if not starts:
         return False  # a decorated function: what it computes itself is computed without grad
+    if stored:
+        # `self.batch_loss = self.loss(out, y)` under `set_grad_enabled(True)`, then the block
+        scope = ctx.frame.node
+        if scope is None:
+            return False
+        text = node_text(target)
+        parents = parents_of(scope)
+
+        def without_grad(n: ast.AST) -> bool:
+            while id(n) in parents:
+                n = parents[id(n)]
+                if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                    disables_grad(ctx, i.context_expr) for i in n.items
+                ):
+                    return True
+            return False
+
+        return any(
+            isinstance(n, ast.Assign)
+            and n.lineno < min(starts)
+            and any(node_text(t) == text for t in n.targets)
+            and not without_grad(n)
+            for n in walk_scope(scope)
+        )
     origin = ctx.origin(root)
     if origin is None:
         return root.id in ctx.frame.names  # a parameter of the function around the block
