@@ -30,7 +30,7 @@ RULES = [
                 optimizer.step()
             """,
         not_flagged="""
-            gradient accumulation written on purpose (`zero_grad` under `if (i+1) % k == 0`); distributed autograd (`DistributedOptimizer`, also its old `step()` without argument, and loops that open a `dist_autograd.context()`): gradients live in a per-iteration context and there is no `zero_grad`; `zero_grad` called through a helper of the same file (`def reset_grad(): d_opt.zero_grad(); g_opt.zero_grad()`, or a method of the same class)
+            gradient accumulation written on purpose (`zero_grad` under `if (i+1) % k == 0`); distributed autograd (`DistributedOptimizer`, also its old `step()` without argument, and loops that open a `dist_autograd.context()`): gradients live in a per-iteration context and there is no `zero_grad`; `zero_grad` called through a helper of the same file (`def reset_grad(): d_opt.zero_grad(); g_opt.zero_grad()`, or a method of the same class); a library's own zeroing call in the loop (moolib's `accumulator.zero_gradients()`, `clear_grad()`)
             """,
     ),
     Rule(

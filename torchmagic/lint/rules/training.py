@@ -110,12 +110,19 @@ def _distributed(ctx: Context, loop: ast.AST, step: ast.Call) -> bool:
     return False
 
 
+# `zero_grad()`, and the names libraries give their own (moolib's `accumulator.zero_gradients()`,
+# Paddle-style `clear_grad()`)
+_ZEROING = frozenset(
+    {"zero_grad", "zero_grads", "zero_gradients", "clear_grad", "clear_grads", "clear_gradients"}
+)
+
+
 @check("TM501", loops=True)
 def missing_zero_grad(loop: LoopInfo, ctx: Context) -> None:
     backward = step = None
     for call in loop.calls:
         m = _method(call)
-        if m == "zero_grad":
+        if m in _ZEROING:
             return
         if m == "backward" and backward is None:
             backward = call
