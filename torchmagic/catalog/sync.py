@@ -77,7 +77,7 @@ RULES = [
             the loop, `reg = step % N == 0` then `if reg:`; a counter the block resets,
             `if step % N: continue`) or when an environment's episode ends (`if done:`, `if d and
             info["lives"][i] == 0:` with `d` over the done flags, `if "episode" in info:`: once per
-            episode, as logging every N steps) or run on one iteration (`if i == 0:`, `len(shown) < 5`,
+            episode, as logging every N steps) or run on one iteration (`if i == 0:`, also within an `and`, `if i == 0 and log_samples:`, `len(shown) < 5`,
             `if i == len(loader) - 1 or self.terminate:`, the `else` of `if i < len(loader) - 1:`, a block that
             ends with `break`, `return` or `sys.exit()` and cannot `continue` first, or with a `raise` no `try` in the loop catches,
             `except IndexError: print(h.sum().item()); raise`, also a read in that `raise`, `raise

@@ -142,6 +142,15 @@ def _is_once(test: ast.AST, loop_names: set[str]) -> bool:
     )
 
 
+def _is_first_or_last(test: ast.AST, loop_names: set[str]) -> bool:
+    """`i == 0` on a loop's own name (within an `and`: `if i == 0 and log_samples:`)."""
+    return (
+        _is_once(test, loop_names)
+        and isinstance(test, ast.Compare)
+        and any(isinstance(s, ast.Name) and s.id in loop_names for s in (test.left, *test.comparators))
+    )
+
+
 def _last_or_stopping(test: ast.AST, loop_names: set[str]) -> bool:
     """`i == len(loader) - 1 or self.terminate`: the last iteration, or the one on which the run
     stops (a flag named for it), whichever comes first: once per pass."""
@@ -392,6 +401,7 @@ def guard_kind(ctx: Context, node: ast.AST) -> str | None:
             continue
         if (
             _is_once(parent.test, names)
+            or _in_a_conjunct(parent.test, lambda t, n=names: _is_first_or_last(t, n))
             or _last_or_stopping(parent.test, names)
             or _is_bounded(parent.test)
             or _is_sampled(parent.test, names)
