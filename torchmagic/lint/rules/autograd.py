@@ -41,6 +41,7 @@ from ..nodes import (
     per_node,
     remember,
     terminal_name,
+    unwrapped_iterable,
 )
 from ..registry import check
 from ._common import (
@@ -105,11 +106,73 @@ def _graph_names(ctx: Context, value: ast.AST, flow: Flow) -> set[str]:
         return set()  # `loss = loss.detach().cpu().numpy()` after the step: the name holds no graph
     if ctx.kind(value) == PARAMETER:
         return set()  # `for name, p in model.named_parameters()`: a leaf, which holds no graph
-    if value.id in flow.direct:
+    if value.id in flow.direct and not _python_number(ctx, value.id):
         return {value.id}
     if ctx.is_tensor(value) and "loss" in value.id.lower() and not _summed_from_numbers(ctx, value.id, flow):
         return {value.id}
     return set()
+
+
+def _counts(it: ast.AST, nodes: list[ast.AST]) -> bool:
+    """`range(n)`, `trange(n)`, `tqdm(range(n))`, or a name a `with tqdm(range(n)) as bar:` binds:
+    an iteration over integers."""
+    if isinstance(it, ast.Name):
+        it = next(
+            (
+                item.context_expr
+                for w in nodes
+                if isinstance(w, (ast.With, ast.AsyncWith))
+                for item in w.items
+                if is_name(item.optional_vars, it.id)
+            ),
+            it,
+        )
+    it = unwrapped_iterable(it, frozenset({"tqdm"}))
+    return isinstance(it, ast.Call) and terminal_name(it.func) in ("range", "trange")
+
+
+def _python_number(ctx: Context, name: str, depth: int = 0) -> bool:
+    """`current_weight = sparse_loss_weight` (a parameter declared `float`), then
+    `current_weight *= fraction` with `fraction = 0.5 * (1 - math.cos(...))`: every binding in the
+    scope is built from numbers, so the name is a weight of the loss, not a tensor of its graph."""
+    fn = ctx.frame.node
+    if depth > 3 or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = fn.args
+    declared = {
+        a.arg
+        for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+        if isinstance(a.annotation, ast.Name) and a.annotation.id in ("float", "int")
+    }
+    if name in declared:
+        return True
+    nodes = own_nodes(fn)
+    counters = [
+        n
+        for n in nodes
+        if isinstance(n, (ast.For, ast.AsyncFor)) and is_name(n.target, name) and _counts(n.iter, nodes)
+    ]
+    counted = {id(c.target) for c in counters}
+    values = _assigned_values([n for n in nodes if id(n) not in counted], name)
+    if counters and values == []:
+        return True  # `for step in range(steps)`: a count
+
+    def numeric(v: ast.AST) -> bool:
+        if isinstance(v, ast.Constant):
+            return isinstance(v.value, (int, float)) and not isinstance(v.value, bool)
+        if isinstance(v, ast.BinOp):
+            return numeric(v.left) and numeric(v.right)
+        if isinstance(v, ast.UnaryOp):
+            return numeric(v.operand)
+        if isinstance(v, ast.Call):
+            return (ctx.qualname(v.func) or "").startswith("math.") and all(numeric(a) for a in v.args)
+        if isinstance(v, ast.Attribute):
+            return (ctx.qualname(v) or "") in ("math.pi", "math.e", "math.tau")
+        if isinstance(v, ast.Name):
+            return v.id == name or _python_number(ctx, v.id, depth + 1)
+        return False
+
+    return bool(values) and all(numeric(v) for v in values or ())
 
 
 def _summed_from_numbers(ctx: Context, name: str, flow: Flow) -> bool:
