@@ -29,4 +29,12 @@ is_nested = _T.__dict__["is_nested"].__get__
 is_quantized = _T.__dict__["is_quantized"].__get__
 version = _T.__dict__["_version"].__get__
 
-is_compiling = torch.compiler.is_compiling
+_dynamo_compiling = torch.compiler.is_compiling
+_tracing_state = torch._C._get_tracing_state
+
+
+def is_compiling() -> bool:
+    """Dynamo compiles, or `torch.jit.trace` records: a metadata read of a tensor there would
+    enter the graph being built (the tracer records each `size()` it sees, so a read on one of
+    its runs and not the next makes the trace check fail), so hooks stay out."""
+    return _tracing_state() is not None or _dynamo_compiling()

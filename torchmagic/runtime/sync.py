@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..live import meta
 from ..report import SyncRecord
 from .frames import CellLocator
 from .hooks import aside_while_compiling, compile_in_play, keep_out_of_dynamo
@@ -126,7 +127,7 @@ SYNC_FUNCS: frozenset[Any] = frozenset(OP_NAMES)
 _MASK_DTYPES = (torch.bool, torch.uint8)
 _GETITEM = Tensor.__getitem__
 _SETITEM = Tensor.__setitem__
-_is_compiling = torch.compiler.is_compiling
+_is_compiling = meta.is_compiling
 _INDEX_CONTAINERS = (Tensor, tuple, list)
 
 
