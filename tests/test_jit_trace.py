@@ -7,6 +7,8 @@ in a checked cell only. The hooks and the sync probe stay out while the tracer r
 
 from __future__ import annotations
 
+import pytest
+
 SETUP = """
 import torch
 from torch import nn
@@ -24,11 +26,20 @@ x = torch.rand(4, 3)
 """
 
 
-def test_a_module_traces_in_a_checked_cell(shell):
-    import torchmagic
-
+@pytest.fixture
+def ip(shell):
+    before = set(shell.user_ns)
     shell.run_cell("%config TorchCheck.sync_devices = ['cpu']", store_history=False)
     shell.run_cell(SETUP)
+    yield shell
+    for name in set(shell.user_ns) - before:
+        shell.user_ns.pop(name, None)  # later tests see the live namespace
+
+
+def test_a_module_traces_in_a_checked_cell(ip):
+    import torchmagic
+
+    shell = ip
     result = shell.run_cell(
         "%%torchcheck\n"
         "traced = torch.jit.trace(WithProbabilities(net), torch.rand(1, 3))\n"
