@@ -22,6 +22,18 @@ def shell() -> InteractiveShell:
         ip.config.TorchCheck.clear()
 
 
+@pytest.fixture
+def scratch_shell(shell):
+    """`shell` with the CPU's sync-prone calls timed too; the names a test binds are removed
+    after it (the shared shell's namespace is live for later tests)."""
+    before = set(shell.user_ns)
+    shell.run_cell("%config TorchCheck.sync_devices = ['cpu']", store_history=False)
+    yield shell
+    for name in set(shell.user_ns) - before:
+        if not name.startswith("__"):  # Dynamo's own globals: it deletes them itself
+            shell.user_ns.pop(name, None)
+
+
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
     """Each test starts with no compiled code and none of Dynamo's counts (a test that compiles

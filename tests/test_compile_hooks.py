@@ -56,15 +56,10 @@ BODY = (
 
 
 @pytest.fixture
-def ip(shell):
-    before = set(shell.user_ns)
-    # time the sync-prone calls on the CPU too: their wrappers are installed in the checked cells
-    shell.run_cell("%config TorchCheck.sync_devices = ['cpu']", store_history=False)
-    shell.run_cell(SETUP)
-    yield shell
-    for name in set(shell.user_ns) - before:
-        if not name.startswith("__"):  # Dynamo's own globals: it deletes them itself
-            shell.user_ns.pop(name, None)
+def ip(scratch_shell):
+    # the sync-prone calls are timed on the CPU too: their wrappers are installed in the checked cells
+    scratch_shell.run_cell(SETUP)
+    return scratch_shell
 
 
 def _compiled_by(ip, cell: str) -> list[tuple[str, str, str]]:

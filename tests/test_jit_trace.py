@@ -27,13 +27,9 @@ x = torch.rand(4, 3)
 
 
 @pytest.fixture
-def ip(shell):
-    before = set(shell.user_ns)
-    shell.run_cell("%config TorchCheck.sync_devices = ['cpu']", store_history=False)
-    shell.run_cell(SETUP)
-    yield shell
-    for name in set(shell.user_ns) - before:
-        shell.user_ns.pop(name, None)  # later tests see the live namespace
+def ip(scratch_shell):
+    scratch_shell.run_cell(SETUP)
+    return scratch_shell
 
 
 def test_a_module_traces_in_a_checked_cell(ip):
