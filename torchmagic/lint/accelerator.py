@@ -29,6 +29,7 @@ from .nodes import (
     assignments_by_name,
     constant_or_len,
     device_type_of_literal,
+    enclosing_branches,
     has_kwargs_splat,
     keyword,
     move_target,
@@ -1531,21 +1532,11 @@ def _where_update(ctx: Context, update: ast.AST, name: str, depth: int) -> str |
 def in_cpu_branch(ctx: Context, node: ast.AST) -> bool:
     """The else branch of `x.cpu().numpy() if x.is_cuda else x.numpy()` (or of an `if` whose
     test asks for an accelerator): code that only runs when the tensors are on the CPU."""
-    stack = [*ctx.stack, node]
-    for i in range(len(stack) - 2, -1, -1):
-        parent, child = stack[i], stack[i + 1]
-        if isinstance(parent, ast.IfExp):
-            test, body, orelse = parent.test, [parent.body], [parent.orelse]
-        elif isinstance(parent, ast.If):
-            test, body, orelse = parent.test, parent.body, parent.orelse
-        else:
-            continue
+    for test, _, other, in_else in enclosing_branches([*ctx.stack, node]):
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             # `x.numpy() if not on_gpu else x.cpu().numpy()`: the branches trade places
-            test, body, orelse = test.operand, orelse, body
-        if not any(child is s for s in orelse):
-            continue
-        if _asks_for_accelerator(test) or any(_moves_to_host(b) for b in body):
+            test, in_else = test.operand, not in_else
+        if in_else and (_asks_for_accelerator(test) or any(_moves_to_host(b) for b in other)):
             return True
     return False
 

@@ -53,6 +53,15 @@ def unwrapped_iterable(it: ast.AST | None, wrappers: frozenset[str] = ITERATION_
     return it
 
 
+def over_integers(it: ast.AST | None) -> bool:
+    """`range(n)`, `trange(n)`, `tqdm(range(n))`: an iteration that counts, not one over data."""
+    it = unwrapped_iterable(it, _PROGRESS_BARS)
+    return isinstance(it, ast.Call) and terminal_name(it.func) in ("range", "trange")
+
+
+_PROGRESS_BARS = frozenset({"tqdm"})
+
+
 def node_text(node: ast.AST) -> str:
     """`ast.unparse(node)`, fast for what rules compare most (`model`, `self.net.encoder`:
     receivers of every method call in a loop) and worked out once for anything else."""
@@ -297,6 +306,24 @@ def block_of(
                 if s is stmt:
                     return seq, i
     return None
+
+
+def enclosing_branches(path: list[ast.AST]) -> Iterator[tuple[ast.AST, list[ast.AST], list[ast.AST], bool]]:
+    """For each `if` or conditional expression around the last node of `path` (innermost first)
+    that holds it in a branch (not in its test): the test, the node's branch, the other branch,
+    and whether the node's branch is the `else`."""
+    for i in range(len(path) - 2, -1, -1):
+        parent, child = path[i], path[i + 1]
+        if isinstance(parent, ast.IfExp):
+            body, orelse = [parent.body], [parent.orelse]
+        elif isinstance(parent, ast.If):
+            body, orelse = parent.body, parent.orelse
+        else:
+            continue
+        if any(child is s for s in body):
+            yield parent.test, body, orelse, False
+        elif any(child is s for s in orelse):
+            yield parent.test, orelse, body, True
 
 
 def enclosing_blocks(path: list[ast.AST], stop: int = 0) -> Iterator[tuple[ast.AST, list[ast.stmt], int]]:

@@ -36,12 +36,12 @@ from ..nodes import (
     is_name,
     isinstance_test,
     node_text,
+    over_integers,
     own_nodes,
     parents_of,
     per_node,
     remember,
     terminal_name,
-    unwrapped_iterable,
 )
 from ..registry import check
 from ._common import (
@@ -127,8 +127,7 @@ def _counts(it: ast.AST, nodes: list[ast.AST]) -> bool:
             ),
             it,
         )
-    it = unwrapped_iterable(it, frozenset({"tqdm"}))
-    return isinstance(it, ast.Call) and terminal_name(it.func) in ("range", "trange")
+    return over_integers(it)
 
 
 def _python_number(ctx: Context, name: str, depth: int = 0) -> bool:

@@ -50,6 +50,7 @@ from ..nodes import (
     is_name,
     isinstance_test,
     keyword,
+    over_integers,
     own_nodes,
     parameter_default,
     parameters,
@@ -3093,10 +3094,7 @@ def _stop_test_of_a_search(ctx: Context) -> bool:
     if not ctx.loops or not isinstance(ctx.loops[-1].node, (ast.For, ast.AsyncFor)):
         return False
     loop = ctx.loops[-1].node
-    it = loop.iter
-    while isinstance(it, ast.Call) and terminal_name(it.func) in ("tqdm",) and it.args:
-        it = it.args[0]
-    if not (isinstance(it, ast.Call) and terminal_name(it.func) in ("range", "trange")):
+    if not over_integers(loop.iter):
         return False  # bounded by a maximum length, not a pass over data
     return not any(
         isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("backward", "step")

@@ -7,7 +7,7 @@ import ast
 from ..context import Context, LoopInfo
 from ..fixes import fix_of
 from ..kinds import OPTIMIZER, SCHEDULER
-from ..nodes import is_name, names_bound_to
+from ..nodes import enclosing_branches, is_name, names_bound_to
 from ..registry import check
 from ._common import name_like, unparse, unparse_operand, word_of
 
@@ -327,22 +327,12 @@ def _own_schedule(ctx: Context, recv: ast.AST) -> bool:
 def _fallback_of_get_last_lr(ctx: Context, call: ast.Call) -> bool:
     """`sched.get_last_lr()[0] if torch_version >= (1, 4) else sched.get_lr()[0]`: the other
     branch already reads `get_last_lr()`; this one is the fallback for a PyTorch without it."""
-    path = [*ctx.stack, call]
-    for parent, child in zip(path, path[1:]):
-        if isinstance(parent, ast.IfExp):
-            branches = [[parent.body], [parent.orelse]]
-        elif isinstance(parent, ast.If):
-            branches = [parent.body, parent.orelse]
-        else:
-            continue
-        for mine, other in (branches, branches[::-1]):
-            if any(child is s for s in mine) and any(
-                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get_last_lr"
-                for s in other
-                for n in ast.walk(s)
-            ):
-                return True
-    return False
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get_last_lr"
+        for _, _, other, _ in enclosing_branches([*ctx.stack, call])
+        for s in other
+        for n in ast.walk(s)
+    )
 
 
 @check("TM504", calls={"get_lr"})
